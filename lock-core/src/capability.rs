@@ -1,0 +1,76 @@
+//! [`Capabilities`]: what a backend guarantees, as data that docs, tests and the benchmark
+//! report all read.
+
+/// How a crashed holder's lock is freed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CrashRelease {
+    /// When its lease (`ttl`) runs out unrenewed.
+    Lease,
+    /// When the store expires its session (ZooKeeper session timeout).
+    Session,
+    /// When the store sees its connection close (SQL `for_update`).
+    Connection,
+}
+
+/// How a waiter learns that the lock may be free.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wakeup {
+    /// A watch on the predecessor (ZooKeeper).
+    Watch,
+    /// A published release message (Redis pub/sub, PostgreSQL `LISTEN/NOTIFY`).
+    Notify,
+    /// The store's own lock queue (`SELECT … FOR UPDATE`).
+    LockQueue,
+    /// Bounded exponential backoff with jitter, plus a wake-up at the holder's expiry.
+    Backoff,
+}
+
+/// What a backend guarantees.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Capabilities {
+    /// Fencing tokens strictly increase per name (true for every distlock backend).
+    pub fencing: bool,
+    /// The lock expires after `ttl` unless renewed (false: held while a session/connection lives).
+    pub lease: bool,
+    /// How a crashed holder's lock is freed.
+    pub crash_release: CrashRelease,
+    /// How waiters are woken.
+    pub wakeup: Wakeup,
+    /// Waiters are served in arrival order.
+    pub fifo: bool,
+    /// The backend can report the waiting queue length.
+    pub queue_length: bool,
+}
+
+impl Capabilities {
+    /// A lease-based backend (Redis, SQL row mode).
+    pub const fn leased(wakeup: Wakeup, fifo: bool) -> Self {
+        Capabilities {
+            fencing: true,
+            lease: true,
+            crash_release: CrashRelease::Lease,
+            wakeup,
+            fifo,
+            queue_length: false,
+        }
+    }
+
+    /// A session- or connection-bound backend (ZooKeeper, SQL `for_update`).
+    pub const fn bound(crash_release: CrashRelease, wakeup: Wakeup, fifo: bool) -> Self {
+        Capabilities {
+            fencing: true,
+            lease: false,
+            crash_release,
+            wakeup,
+            fifo,
+            queue_length: false,
+        }
+    }
+
+    /// Sets `queue_length`.
+    pub const fn with_queue_length(mut self, yes: bool) -> Self {
+        self.queue_length = yes;
+        self
+    }
+}

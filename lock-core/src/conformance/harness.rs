@@ -1,0 +1,48 @@
+//! [`Harness`]: what a backend supplies so the shared cases can run against it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::future::BoxFuture;
+
+use crate::{DistributedLock, LockError};
+
+/// A client that can be crashed: `crash` cuts its connections (or session) so that nothing it
+/// holds is released by it. The case then abandons the guard.
+pub struct CrashableClient {
+    /// The client.
+    pub lock: Arc<dyn DistributedLock>,
+    /// Cuts the client off from the store, as a process crash or a pulled cable would.
+    pub crash: Box<dyn FnOnce() -> BoxFuture<'static, ()> + Send>,
+}
+
+/// A backend factory for the conformance suite.
+///
+/// Harness methods panic with a message naming `scripts/services.sh up` when the store is not
+/// running: a conformance case never skips silently.
+#[async_trait]
+pub trait Harness: Send + Sync + 'static {
+    /// Opens a new independent client (its own connections / session).
+    async fn client(&self) -> Arc<dyn DistributedLock>;
+
+    /// Opens a client that [`CrashableClient::crash`] can cut off.
+    async fn crashable_client(&self) -> CrashableClient;
+
+    /// Removes the lock underneath its holder: delete the key/row/node, or kill the connection
+    /// that holds it.
+    async fn remove_underneath(&self, name: &str);
+
+    /// How many store entries exist for `name` that a lock-free state should not have
+    /// (keys, rows, nodes, open lock transactions), not counting permanent fencing counters.
+    async fn traces(&self, name: &str) -> usize;
+
+    /// A client configured for a store that does not answer. Either this or its first acquire
+    /// must fail with [`LockError::Unavailable`] promptly.
+    async fn unreachable(&self) -> Result<Arc<dyn DistributedLock>, LockError>;
+
+    /// The longest time a crashed holder with lease `ttl` may keep the lock.
+    fn crash_release_bound(&self, ttl: Duration) -> Duration {
+        ttl + Duration::from_secs(2)
+    }
+}

@@ -1,0 +1,167 @@
+//! The one backend-neutral error type, [`LockError`].
+//!
+//! Every message names the lock (where there is one), the backend, and what to do next.
+//! Backends keep their store errors private and map them in one place each.
+
+use std::time::Duration;
+
+/// A boxed store error kept as the `source` of a [`LockError`].
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Everything that can go wrong when taking, holding or releasing a distributed lock.
+///
+/// `#[non_exhaustive]`: match the variants you handle and keep a wildcard arm.
+/// [`LockError::is_retryable`] tells whether trying again later can succeed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LockError {
+    /// The lock was not acquired within the caller's `wait`.
+    #[error("timed out after {waited:?} waiting for lock `{name}` on {backend}: another holder kept it; retry later or raise `wait`")]
+    Timeout {
+        /// The lock name.
+        name: String,
+        /// The backend label, e.g. `postgres-row`.
+        backend: String,
+        /// How long the caller waited.
+        waited: Duration,
+    },
+    /// The lock name breaks the name rules (see [`crate::name`]) or cannot be mapped to the store.
+    #[error("invalid lock name {name}: {reason}")]
+    InvalidName {
+        /// A short, escaped preview of the offending name (never more than 64 characters).
+        name: String,
+        /// Which rule it breaks.
+        reason: String,
+    },
+    /// A URL, option or setting is wrong; the message quotes the offending part
+    /// (passwords are never included).
+    #[error("invalid configuration: {0}")]
+    InvalidConfig(String),
+    /// The store could not be reached or answered too few (e.g. fewer than a Redlock quorum).
+    /// Retriable.
+    #[error("{backend} is unavailable{}: {message}; check that the store is running and reachable, then retry", lock_suffix(.name))]
+    Unavailable {
+        /// The backend label.
+        backend: String,
+        /// The lock concerned, if any.
+        name: Option<String>,
+        /// What failed.
+        message: String,
+        /// The store error, if any.
+        #[source]
+        source: Option<BoxError>,
+    },
+    /// Release or extend of a lock this guard no longer holds (it expired or was taken over).
+    /// Nothing was changed in the store.
+    #[error("lock `{name}` on {backend} is not held by this guard any more: {reason}")]
+    NotHeld {
+        /// The lock name.
+        name: String,
+        /// The backend label.
+        backend: String,
+        /// Why the store says so.
+        reason: String,
+    },
+    /// The lock was lost while held (lease expired unrenewed, session expired, connection gone,
+    /// or the lock was removed by someone else). Stop writing under its fencing token.
+    #[error("lock `{name}` on {backend} was lost: {reason}; stop the work it protects")]
+    Lost {
+        /// The lock name.
+        name: String,
+        /// The backend label.
+        backend: String,
+        /// Why it was lost.
+        reason: String,
+    },
+    /// Any other store error.
+    #[error("{backend} failed{}: {message}", lock_suffix(.name))]
+    Backend {
+        /// The backend label.
+        backend: String,
+        /// The lock concerned, if any.
+        name: Option<String>,
+        /// What failed.
+        message: String,
+        /// The store error.
+        #[source]
+        source: Option<BoxError>,
+    },
+}
+
+fn lock_suffix(name: &Option<String>) -> String {
+    match name {
+        Some(n) => format!(" for lock `{n}`"),
+        None => String::new(),
+    }
+}
+
+impl LockError {
+    /// Whether retrying the same call later can succeed (timeouts and unreachable stores).
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            LockError::Timeout { .. } | LockError::Unavailable { .. }
+        )
+    }
+
+    /// An [`LockError::Unavailable`] with a store error as its source.
+    pub fn unavailable(
+        backend: impl Into<String>,
+        name: Option<&str>,
+        message: impl Into<String>,
+        source: impl Into<Option<BoxError>>,
+    ) -> Self {
+        LockError::Unavailable {
+            backend: backend.into(),
+            name: name.map(str::to_owned),
+            message: message.into(),
+            source: source.into(),
+        }
+    }
+
+    /// A [`LockError::Backend`] with a store error as its source.
+    pub fn backend(
+        backend: impl Into<String>,
+        name: Option<&str>,
+        message: impl Into<String>,
+        source: impl Into<Option<BoxError>>,
+    ) -> Self {
+        LockError::Backend {
+            backend: backend.into(),
+            name: name.map(str::to_owned),
+            message: message.into(),
+            source: source.into(),
+        }
+    }
+
+    /// A [`LockError::NotHeld`].
+    pub fn not_held(name: &str, backend: impl Into<String>, reason: impl Into<String>) -> Self {
+        LockError::NotHeld {
+            name: name.to_owned(),
+            backend: backend.into(),
+            reason: reason.into(),
+        }
+    }
+
+    /// A [`LockError::Timeout`].
+    pub fn timeout(name: &str, backend: impl Into<String>, waited: Duration) -> Self {
+        LockError::Timeout {
+            name: name.to_owned(),
+            backend: backend.into(),
+            waited,
+        }
+    }
+
+    /// A [`LockError::InvalidName`]; the name is shown as a short escaped preview.
+    pub fn invalid_name(name: &str, reason: impl Into<String>) -> Self {
+        LockError::InvalidName {
+            name: crate::name::preview(name),
+            reason: reason.into(),
+        }
+    }
+
+    /// A [`LockError::InvalidConfig`].
+    pub fn invalid_config(message: impl Into<String>) -> Self {
+        LockError::InvalidConfig(message.into())
+    }
+}

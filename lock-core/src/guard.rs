@@ -1,0 +1,321 @@
+//! [`LockGuard`]: proof of holding a lock, written once for every backend.
+//!
+//! A guard owns one background task that renews the lease every `ttl / 3` (when renewal is
+//! on) and watches the lease deadline; it stops when the guard is released, dropped or lost.
+//! The lock is reported lost (and stays lost) when a renewal is refused, when the store stays
+//! unreachable until the lease runs out, when an unrenewed lease runs out, or when the backend
+//! signals it (session expiry, a dead connection, the lock removed by someone else).
+//!
+//! # Drop
+//! Dropping a guard without [`LockGuard::release`] releases in the background on the current
+//! tokio runtime (best effort: with no runtime, or if the runtime shuts down first, the store
+//! frees the lock when the lease or session ends). Nothing stays locked past its lease.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::{Lease, LockError, LostSignal};
+
+/// How long a background (drop) release may take before it is abandoned.
+const DROP_RELEASE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What a backend hands over to build a [`LockGuard`] after a successful acquisition.
+pub struct GuardParts {
+    /// The lock name as the user gave it.
+    pub name: String,
+    /// The backend label used in messages, e.g. `redis` or `postgres-row`.
+    pub backend: String,
+    /// The fencing token of this acquisition (strictly greater than every earlier holder's).
+    pub fencing_token: u64,
+    /// The lease length requested.
+    pub ttl: Duration,
+    /// Renew in the background while held.
+    pub renew: bool,
+    /// When the acquire request that won the lock was sent (validity counts from here).
+    pub acquired_at: Instant,
+    /// `Some(v)`: the lock is valid for `v` from `acquired_at` unless renewed.
+    /// `None`: held as long as the session/connection lives.
+    pub validity: Option<Duration>,
+    /// The store operations for this lock.
+    pub lease: Arc<dyn Lease>,
+    /// The lost flag; the backend may keep clones to set it from its own watchers.
+    pub lost: LostSignal,
+}
+
+struct LeaseState {
+    ttl: Duration,
+    valid_until: Option<Instant>,
+}
+
+struct Shared {
+    name: String,
+    backend: String,
+    token: u64,
+    renew: bool,
+    lease: Arc<dyn Lease>,
+    lost: LostSignal,
+    state: Mutex<LeaseState>,
+}
+
+impl Shared {
+    fn snapshot(&self) -> (Duration, Option<Instant>) {
+        let s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        (s.ttl, s.valid_until)
+    }
+
+    fn record_renewal(&self, ttl: Duration, started: Instant, validity: Option<Duration>) {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        s.ttl = ttl;
+        s.valid_until = validity.map(|v| started + v);
+    }
+
+    fn lost_error(&self, reason: String) -> LockError {
+        LockError::Lost {
+            name: self.name.clone(),
+            backend: self.backend.clone(),
+            reason,
+        }
+    }
+}
+
+/// Proof that this process holds a distributed lock.
+///
+/// Use [`fencing_token`](Self::fencing_token) to fence every write the lock protects, watch
+/// [`lost`](Self::lost) to stop work when the lock goes away, and call
+/// [`release`](Self::release) when done. `Send + Sync + 'static`.
+#[must_use = "the lock is released in the background as soon as the guard is dropped"]
+pub struct LockGuard {
+    shared: Arc<Shared>,
+    task: Option<JoinHandle<()>>,
+    finished: bool,
+}
+
+impl fmt::Debug for LockGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockGuard")
+            .field("name", &self.shared.name)
+            .field("backend", &self.shared.backend)
+            .field("fencing_token", &self.shared.token)
+            .field("lost", &self.shared.lost.reason())
+            .finish()
+    }
+}
+
+impl LockGuard {
+    /// Builds the guard and starts its renewal task (needs a tokio runtime).
+    pub fn new(parts: GuardParts) -> Self {
+        let valid_until = parts.validity.map(|v| parts.acquired_at + v);
+        let shared = Arc::new(Shared {
+            name: parts.name,
+            backend: parts.backend,
+            token: parts.fencing_token,
+            renew: parts.renew,
+            lease: parts.lease,
+            lost: parts.lost,
+            state: Mutex::new(LeaseState {
+                ttl: parts.ttl,
+                valid_until,
+            }),
+        });
+        tracing::debug!(name = %shared.name, backend = %shared.backend, token = shared.token, "lock acquired");
+        let task = (shared.renew || valid_until.is_some())
+            .then(|| tokio::spawn(keep_alive(Arc::clone(&shared))));
+        LockGuard {
+            shared,
+            task,
+            finished: false,
+        }
+    }
+
+    /// The lock name.
+    pub fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    /// The backend label (e.g. `redis`, `postgres-for_update`).
+    pub fn backend(&self) -> &str {
+        &self.shared.backend
+    }
+
+    /// This acquisition's fencing token: strictly greater than the token of every earlier
+    /// holder of this name on this deployment. Pass it with every write the lock protects and
+    /// have the resource reject tokens lower than the highest it has seen.
+    pub fn fencing_token(&self) -> u64 {
+        self.shared.token
+    }
+
+    /// The current lease length.
+    pub fn ttl(&self) -> Duration {
+        self.shared.snapshot().0
+    }
+
+    /// How long the lock stays valid without another renewal (`None` for session- or
+    /// connection-bound locks, or once lost).
+    pub fn remaining_validity(&self) -> Option<Duration> {
+        if self.is_lost() {
+            return None;
+        }
+        self.shared
+            .snapshot()
+            .1
+            .map(|v| v.saturating_duration_since(Instant::now()))
+    }
+
+    /// Whether the lock is known to be lost. Once `true`, always `true`.
+    pub fn is_lost(&self) -> bool {
+        self.shared.lost.is_lost()
+    }
+
+    /// Resolves with a [`LockError::Lost`] once the lock is known to be lost (at once if it
+    /// already is). Independent of the guard's lifetime, so it can sit in a `select!` beside
+    /// the protected work.
+    pub fn lost(&self) -> impl Future<Output = LockError> + Send + 'static {
+        let shared = Arc::clone(&self.shared);
+        async move {
+            let reason = shared.lost.wait().await;
+            shared.lost_error(reason)
+        }
+    }
+
+    /// Extends the lease to `ttl` from now (and uses `ttl` for later renewals).
+    ///
+    /// # Errors
+    /// [`LockError::NotHeld`] if the lock is lost or someone else holds it now (the guard is then
+    /// lost); [`LockError::InvalidConfig`] for a bad `ttl`; store errors otherwise.
+    pub async fn extend(&self, ttl: Duration) -> Result<(), LockError> {
+        crate::AcquireOptions::new().ttl(ttl).validate()?;
+        if let Some(reason) = self.shared.lost.reason() {
+            return Err(LockError::not_held(
+                &self.shared.name,
+                &self.shared.backend,
+                reason,
+            ));
+        }
+        let started = Instant::now();
+        match self.shared.lease.renew(ttl).await {
+            Ok(validity) => {
+                self.shared.record_renewal(ttl, started, validity);
+                Ok(())
+            }
+            Err(e @ (LockError::NotHeld { .. } | LockError::Lost { .. })) => {
+                self.shared.lost.mark_lost(e.to_string());
+                Err(e)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Releases the lock and waits for the store to confirm.
+    ///
+    /// # Errors
+    /// [`LockError::NotHeld`] if the lease expired and the lock was taken over or removed (the
+    /// new holder is untouched); store errors otherwise (the lease then frees the lock).
+    pub async fn release(mut self) -> Result<(), LockError> {
+        self.finished = true;
+        if let Some(t) = self.task.take() {
+            t.abort();
+        }
+        let res = self.shared.lease.release().await;
+        tracing::debug!(name = %self.shared.name, backend = %self.shared.backend, token = self.shared.token, ok = res.is_ok(), "lock released");
+        res
+    }
+
+    /// Test support: behave as if this process froze or died this instant. Renewal stops and
+    /// nothing is ever released by this guard; the store must free the lock on its own (lease
+    /// expiry, session expiry, connection death). The store resources behind the guard are
+    /// leaked on purpose.
+    #[doc(hidden)]
+    pub fn abandon(mut self) {
+        self.finished = true;
+        if let Some(t) = self.task.take() {
+            t.abort();
+        }
+        std::mem::forget(Arc::clone(&self.shared));
+    }
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        if let Some(t) = self.task.take() {
+            t.abort();
+        }
+        if self.finished || self.shared.lost.is_lost() {
+            return;
+        }
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            let shared = Arc::clone(&self.shared);
+            handle.spawn(async move {
+                let res =
+                    tokio::time::timeout(DROP_RELEASE_TIMEOUT, shared.lease.release()).await;
+                tracing::debug!(name = %shared.name, backend = %shared.backend, ok = matches!(res, Ok(Ok(()))), "lock released on drop");
+            });
+        }
+    }
+}
+
+/// The guard's background task: renew every `ttl / 3`, retry sooner on transient errors, and
+/// mark the lock lost when a renewal is refused or the lease runs out.
+async fn keep_alive(shared: Arc<Shared>) {
+    let mut retry_after: Option<Duration> = None;
+    loop {
+        let (ttl, valid_until) = shared.snapshot();
+        let wake = if shared.renew {
+            let at = Instant::now() + retry_after.unwrap_or(ttl / 3);
+            valid_until.map_or(at, |v| at.min(v))
+        } else {
+            match valid_until {
+                Some(v) => v,
+                None => return,
+            }
+        };
+        tokio::select! {
+            _ = tokio::time::sleep_until(wake) => {}
+            _ = shared.lost.wait() => return,
+        }
+        let (ttl, valid_until) = shared.snapshot();
+        if valid_until.is_some_and(|v| Instant::now() >= v) {
+            let why = if shared.renew {
+                format!("the {ttl:?} lease ran out before a renewal succeeded")
+            } else {
+                format!("the {ttl:?} lease ran out (renewal is off)")
+            };
+            shared.lost.mark_lost(why);
+            return;
+        }
+        if !shared.renew {
+            continue;
+        }
+        let started = Instant::now();
+        let deadline = valid_until.unwrap_or(started + ttl);
+        let res = match tokio::time::timeout_at(deadline, shared.lease.renew(ttl)).await {
+            Ok(r) => r,
+            Err(_) => Err(LockError::unavailable(
+                &shared.backend,
+                Some(&shared.name),
+                "renewal timed out",
+                None,
+            )),
+        };
+        match res {
+            Ok(validity) => {
+                shared.record_renewal(ttl, started, validity);
+                retry_after = None;
+                tracing::trace!(name = %shared.name, token = shared.token, "lease renewed");
+            }
+            Err(e @ (LockError::NotHeld { .. } | LockError::Lost { .. })) => {
+                tracing::warn!(name = %shared.name, backend = %shared.backend, error = %e, "lock lost");
+                shared.lost.mark_lost(e.to_string());
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(name = %shared.name, backend = %shared.backend, error = %e, "renewal failed; retrying");
+                retry_after = Some((ttl / 10).max(Duration::from_millis(20)));
+            }
+        }
+    }
+}

@@ -1,0 +1,303 @@
+//! [`MemoryLock`]: an in-process reference backend.
+//!
+//! Several [`MemoryLock`] clients over one [`MemoryStore`] behave like clients of one lease-based
+//! store: locks expire after `ttl` unless renewed, fencing tokens come from a per-name counter,
+//! and waiters are woken on release (and at the holder's expiry). It exists to test the guard
+//! machinery with paused time and to run the conformance suite without a server; it does not
+//! coordinate between processes.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::{
+    name, AcquireOptions, Capabilities, Deadline, DistributedLock, GuardParts, Lease, LockError,
+    LockGuard, LostSignal, Wakeup,
+};
+
+const BACKEND: &str = "memory";
+
+#[derive(Debug)]
+struct Entry {
+    owner: u64,
+    expires: Instant,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    held: HashMap<String, Entry>,
+    counters: HashMap<String, u64>,
+    next_owner: u64,
+    renewals: u64,
+}
+
+/// The shared "server" several [`MemoryLock`] clients talk to.
+#[derive(Clone, Debug, Default)]
+pub struct MemoryStore {
+    state: Arc<Mutex<State>>,
+    released: Arc<Notify>,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A new client of this store.
+    pub fn client(&self) -> Arc<MemoryLock> {
+        Arc::new(MemoryLock {
+            store: self.clone(),
+        })
+    }
+
+    fn lock_state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Removes `name` underneath its holder (as an operator or a bug elsewhere would).
+    pub fn remove(&self, name: &str) {
+        self.lock_state().held.remove(name);
+        self.released.notify_waiters();
+    }
+
+    /// Whether an entry (held or expired but not yet taken over) exists for `name`.
+    pub fn has_entry(&self, name: &str) -> bool {
+        self.lock_state().held.contains_key(name)
+    }
+
+    /// How many lease renewals the store has served (to prove renewal tasks stop).
+    pub fn renewals(&self) -> u64 {
+        self.lock_state().renewals
+    }
+
+    /// One attempt: take `name` if free or expired. `Ok((owner, token))` or `Err(holder expiry)`.
+    fn try_take(&self, name: &str, ttl: Duration) -> Result<(u64, u64), Instant> {
+        let mut s = self.lock_state();
+        let now = Instant::now();
+        if let Some(e) = s.held.get(name) {
+            if e.expires > now {
+                return Err(e.expires);
+            }
+        }
+        s.next_owner += 1;
+        let owner = s.next_owner;
+        let counter = s.counters.entry(name.to_owned()).or_insert(0);
+        *counter += 1;
+        let token = *counter;
+        s.held.insert(
+            name.to_owned(),
+            Entry {
+                owner,
+                expires: now + ttl,
+            },
+        );
+        Ok((owner, token))
+    }
+}
+
+/// A client of a [`MemoryStore`].
+#[derive(Debug)]
+pub struct MemoryLock {
+    store: MemoryStore,
+}
+
+struct MemoryLease {
+    store: MemoryStore,
+    name: String,
+    owner: u64,
+}
+
+#[async_trait]
+impl Lease for MemoryLease {
+    async fn renew(&self, ttl: Duration) -> Result<Option<Duration>, LockError> {
+        let mut s = self.store.lock_state();
+        s.renewals += 1;
+        let now = Instant::now();
+        match s.held.get_mut(&self.name) {
+            Some(e) if e.owner == self.owner && e.expires > now => {
+                e.expires = now + ttl;
+                Ok(Some(ttl))
+            }
+            _ => Err(LockError::not_held(
+                &self.name,
+                BACKEND,
+                "the lease expired or the lock was removed",
+            )),
+        }
+    }
+
+    async fn release(&self) -> Result<(), LockError> {
+        let removed = {
+            let mut s = self.store.lock_state();
+            match s.held.get(&self.name) {
+                Some(e) if e.owner == self.owner => s.held.remove(&self.name).is_some(),
+                _ => false,
+            }
+        };
+        self.store.released.notify_waiters();
+        if removed {
+            Ok(())
+        } else {
+            Err(LockError::not_held(
+                &self.name,
+                BACKEND,
+                "the lease expired and the lock was taken over or removed",
+            ))
+        }
+    }
+}
+
+impl MemoryLock {
+    fn guard(
+        &self,
+        name: &str,
+        opts: &AcquireOptions,
+        owner: u64,
+        token: u64,
+        at: Instant,
+    ) -> LockGuard {
+        LockGuard::new(GuardParts {
+            name: name.to_owned(),
+            backend: BACKEND.to_owned(),
+            fencing_token: token,
+            ttl: opts.ttl,
+            renew: opts.renew,
+            acquired_at: at,
+            validity: Some(opts.ttl),
+            lease: Arc::new(MemoryLease {
+                store: self.store.clone(),
+                name: name.to_owned(),
+                owner,
+            }),
+            lost: LostSignal::new(),
+        })
+    }
+}
+
+#[async_trait]
+impl DistributedLock for MemoryLock {
+    async fn acquire(&self, name: &str, opts: &AcquireOptions) -> Result<LockGuard, LockError> {
+        name::validate(name)?;
+        opts.validate()?;
+        let deadline = Deadline::after(opts.wait);
+        loop {
+            let notified = self.store.released.notified();
+            let at = Instant::now();
+            match self.store.try_take(name, opts.ttl) {
+                Ok((owner, token)) => return Ok(self.guard(name, opts, owner, token, at)),
+                Err(expires) => {
+                    if deadline.expired() {
+                        return Err(LockError::timeout(name, BACKEND, deadline.elapsed()));
+                    }
+                    let until_expiry = expires.saturating_duration_since(Instant::now());
+                    tokio::select! {
+                        _ = notified => {}
+                        _ = deadline.sleep(until_expiry) => {}
+                    }
+                }
+            }
+        }
+    }
+
+    async fn try_acquire(
+        &self,
+        name: &str,
+        opts: &AcquireOptions,
+    ) -> Result<Option<LockGuard>, LockError> {
+        name::validate(name)?;
+        opts.validate()?;
+        let at = Instant::now();
+        Ok(self
+            .store
+            .try_take(name, opts.ttl)
+            .ok()
+            .map(|(owner, token)| self.guard(name, opts, owner, token, at)))
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::leased(Wakeup::Notify, false)
+    }
+
+    fn backend_name(&self) -> String {
+        BACKEND.to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_send_sync_static<T: Send + Sync + 'static>() {}
+
+    #[test]
+    fn guard_and_lock_are_send_sync_static() {
+        assert_send_sync_static::<LockGuard>();
+        assert_send_sync_static::<Arc<dyn DistributedLock>>();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn renewal_keeps_lease_and_stops_with_guard() {
+        let store = MemoryStore::new();
+        let c = store.client();
+        let opts = AcquireOptions::new().ttl(Duration::from_secs(3));
+        let g = c.acquire("a", &opts).await.unwrap();
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        assert!(!g.is_lost());
+        let renewed = store.renewals();
+        assert!(renewed >= 3, "renewed {renewed} times");
+        g.release().await.unwrap();
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        assert_eq!(store.renewals(), renewed, "renewal task outlived its guard");
+
+        let g = c.acquire("b", &opts).await.unwrap();
+        drop(g);
+        let before = store.renewals();
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        assert_eq!(
+            store.renewals(),
+            before,
+            "renewal task outlived a dropped guard"
+        );
+        assert!(!store.has_entry("b"), "drop did not release");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn unrenewed_lease_is_lost_at_expiry_and_stale_release_is_not_held() {
+        let store = MemoryStore::new();
+        let (c1, c2) = (store.client(), store.client());
+        let opts = AcquireOptions::new()
+            .ttl(Duration::from_secs(1))
+            .renew(false);
+        let g1 = c1.acquire("x", &opts).await.unwrap();
+        let lost = tokio::time::timeout(Duration::from_millis(1100), g1.lost()).await;
+        assert!(matches!(lost, Ok(LockError::Lost { .. })));
+        let g2 = c2.acquire("x", &opts.clone().renew(true)).await.unwrap();
+        assert!(g2.fencing_token() > g1.fencing_token());
+        assert!(matches!(g1.release().await, Err(LockError::NotHeld { .. })));
+        assert!(c1.try_acquire("x", &opts).await.unwrap().is_none());
+        assert!(matches!(g2.extend(Duration::from_secs(5)).await, Ok(())));
+        assert_eq!(g2.ttl(), Duration::from_secs(5));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn removal_underneath_is_detected_by_renewal() {
+        let store = MemoryStore::new();
+        let c = store.client();
+        let g = c
+            .acquire("r", &AcquireOptions::new().ttl(Duration::from_secs(3)))
+            .await
+            .unwrap();
+        store.remove("r");
+        let lost = tokio::time::timeout(Duration::from_millis(1100), g.lost()).await;
+        assert!(matches!(lost, Ok(LockError::Lost { .. })), "{lost:?}");
+        assert!(matches!(
+            g.extend(Duration::from_secs(1)).await,
+            Err(LockError::NotHeld { .. })
+        ));
+    }
+}
