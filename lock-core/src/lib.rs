@@ -43,7 +43,7 @@ pub use duration::{format_duration, parse_duration};
 pub use error::{BoxError, LockError};
 pub use guard::{GuardParts, LockGuard};
 pub use lease::Lease;
-pub use lock::DistributedLock;
+pub use lock::{DistributedLock, LockInfo};
 pub use lost::LostSignal;
 pub use options::{AcquireOptions, DEFAULT_TTL};
 pub use token::owner_token;

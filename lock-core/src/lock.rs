@@ -1,6 +1,7 @@
 //! [`DistributedLock`]: the one trait every backend implements.
 
 use std::fmt::Debug;
+use std::time::Duration;
 
 use async_trait::async_trait;
 
@@ -47,4 +48,55 @@ pub trait DistributedLock: Send + Sync + Debug + 'static {
 
     /// The backend label used in messages and reports, e.g. `postgres-row`.
     fn backend_name(&self) -> String;
+
+    /// Reports who holds `name` right now, as far as the store can tell (for operators and the
+    /// `distlock inspect` command; a snapshot, not a guarantee).
+    ///
+    /// # Errors
+    /// [`LockError::InvalidConfig`] when the backend cannot inspect; store errors otherwise.
+    async fn inspect(&self, name: &str) -> Result<LockInfo, LockError> {
+        Err(LockError::invalid_config(format!(
+            "{} cannot inspect lock `{name}`",
+            self.backend_name()
+        )))
+    }
+}
+
+/// A snapshot of one lock's state, from [`DistributedLock::inspect`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LockInfo {
+    /// Whether someone holds it.
+    pub held: bool,
+    /// The holder's fencing token, when the store records it.
+    pub fencing_token: Option<u64>,
+    /// The holder's owner id (token, znode name, session), when known.
+    pub owner: Option<String>,
+    /// Lease time left, for lease-based stores.
+    pub expires_in: Option<Duration>,
+    /// Contenders waiting, where the store can tell (ZooKeeper).
+    pub waiters: Option<usize>,
+}
+
+impl LockInfo {
+    /// A free lock.
+    pub fn free() -> Self {
+        Self::default()
+    }
+
+    /// A held lock.
+    pub fn held(
+        fencing_token: Option<u64>,
+        owner: Option<String>,
+        expires_in: Option<Duration>,
+        waiters: Option<usize>,
+    ) -> Self {
+        LockInfo {
+            held: true,
+            fencing_token,
+            owner,
+            expires_in,
+            waiters,
+        }
+    }
 }

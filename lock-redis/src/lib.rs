@@ -1,0 +1,1 @@
+//! distlock Redis backend (in progress).

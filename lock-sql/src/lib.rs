@@ -1,0 +1,1 @@
+//! distlock SQL backend (in progress).

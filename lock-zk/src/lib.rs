@@ -1,0 +1,1 @@
+//! distlock ZooKeeper backend (in progress).
