@@ -35,6 +35,8 @@ pub mod wait;
 
 #[cfg(feature = "conformance")]
 pub mod conformance;
+#[cfg(feature = "conformance")]
+pub mod fault;
 
 pub use cancel::CleanupOnDrop;
 pub use capability::{Capabilities, CrashRelease, Wakeup};
