@@ -1,0 +1,2 @@
+//! distlock benchmark harness (in progress).
+fn main() {}
