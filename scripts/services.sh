@@ -1,0 +1,310 @@
+#!/usr/bin/env bash
+# Private store instances on loopback for distlock's tests and benchmarks.
+#
+#   scripts/services.sh up|down|status [service…]   services: redis redlock zk zk-ensemble postgres mysql
+#   scripts/services.sh stop-one NAME | start-one NAME | pid NAME   (NAME: redis-17003, zk-12282, …)
+#
+# Installs missing Debian packages, keeps every instance's data under
+# ${DISTLOCK_SERVICES_DIR:-/tmp/distlock-services}, binds 127.0.0.1 only, waits until each
+# answers, and is idempotent. Ports: Redis 16379, Redlock 17001-17005, ZooKeeper 12181 and an
+# ensemble on 12281-12283, PostgreSQL 15432, MariaDB 13306.
+set -euo pipefail
+
+DIR="${DISTLOCK_SERVICES_DIR:-/tmp/distlock-services}"
+REDIS_PORT=16379
+REDLOCK_PORTS=(17001 17002 17003 17004 17005)
+ZK_PORT=12181
+ZK_ENSEMBLE_PORTS=(12281 12282 12283)
+PG_PORT=15432
+MYSQL_PORT=13306
+WAIT_SECS="${DISTLOCK_SERVICES_WAIT:-90}"
+
+log() { echo "services: $*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+mkdir -p "$DIR"
+chmod 0755 "$DIR"
+
+# --- packages -------------------------------------------------------------------------------
+APT_UPDATED=0
+ensure_pkg() { # ensure_pkg BINARY PACKAGE
+  local bin=$1 pkg=$2
+  if [ -x "$bin" ] || command -v "$bin" >/dev/null 2>&1; then return 0; fi
+  log "installing $pkg (for $bin)"
+  export DEBIAN_FRONTEND=noninteractive
+  if ! apt-get install -y -q "$pkg" >"$DIR/apt-$pkg.log" 2>&1; then
+    if [ "$APT_UPDATED" = 0 ]; then
+      apt-get update -q >"$DIR/apt-update.log" 2>&1 || true
+      APT_UPDATED=1
+    fi
+    apt-get install -y -q "$pkg" >"$DIR/apt-$pkg.log" 2>&1 || die "apt-get install $pkg failed (see $DIR/apt-$pkg.log)"
+  fi
+}
+
+pg_bin() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1; }
+
+# --- helpers ---------------------------------------------------------------------------------
+alive() { [ -n "${1:-}" ] && kill -0 "$1" 2>/dev/null; }
+pidof_file() { [ -f "$1" ] && cat "$1" 2>/dev/null || true; }
+
+wait_until() { # wait_until DESCRIPTION LOGFILE COMMAND…
+  local what=$1 logf=$2; shift 2
+  local deadline=$((SECONDS + WAIT_SECS))
+  until "$@" >/dev/null 2>&1; do
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      die "$what did not answer within ${WAIT_SECS}s; see $logf"
+    fi
+    sleep 0.2
+  done
+}
+
+tcp_say() { # tcp_say PORT WORD -> prints the answer of a ZooKeeper four-letter word
+  python3 - "$1" "$2" <<'EOF'
+import socket, sys
+try:
+    s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=2)
+    s.sendall(sys.argv[2].encode()); s.shutdown(socket.SHUT_WR)
+    out = b""
+    while True:
+        b = s.recv(4096)
+        if not b: break
+        out += b
+    sys.stdout.write(out.decode(errors="replace"))
+except Exception:
+    sys.exit(1)
+EOF
+}
+
+# --- Redis -----------------------------------------------------------------------------------
+redis_pidfile() { echo "$DIR/redis-$1/redis.pid"; }
+redis_ok() { [ "$(redis-cli -h 127.0.0.1 -p "$1" ping 2>/dev/null)" = "PONG" ]; }
+redis_start() {
+  local port=$1 d="$DIR/redis-$1"
+  ensure_pkg redis-server redis-server
+  mkdir -p "$d"
+  if alive "$(pidof_file "$(redis_pidfile "$port")")" && redis_ok "$port"; then return 0; fi
+  rm -f "$(redis_pidfile "$port")"
+  redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --daemonize yes \
+    --pidfile "$(redis_pidfile "$port")" --logfile "$d/redis.log" --dir "$d" \
+    --maxclients 4000 >/dev/null
+  wait_until "redis on $port" "$d/redis.log" redis_ok "$port"
+}
+redis_stop() {
+  local pid; pid=$(pidof_file "$(redis_pidfile "$1")")
+  if alive "$pid"; then kill -9 "$pid" 2>/dev/null || true; fi
+  rm -f "$(redis_pidfile "$1")"
+}
+
+# --- ZooKeeper -------------------------------------------------------------------------------
+ZK_HOME=/usr/share/zookeeper
+zk_dir() { echo "$DIR/zk-$1"; }
+zk_write_cfg() { # zk_write_cfg PORT [ENSEMBLE_INDEX]
+  local port=$1 idx=${2:-} d; d=$(zk_dir "$1")
+  mkdir -p "$d/data" "$d/logs"
+  {
+    echo "tickTime=500"
+    echo "initLimit=20"
+    echo "syncLimit=10"
+    echo "dataDir=$d/data"
+    echo "clientPort=$port"
+    echo "clientPortAddress=127.0.0.1"
+    echo "minSessionTimeout=1000"
+    echo "maxSessionTimeout=60000"
+    echo "maxClientCnxns=0"
+    echo "admin.enableServer=false"
+    echo "4lw.commands.whitelist=ruok,srvr,stat,mntr,cons"
+    echo "autopurge.purgeInterval=1"
+    if [ -n "$idx" ]; then
+      local i=1
+      for p in "${ZK_ENSEMBLE_PORTS[@]}"; do
+        echo "server.$i=127.0.0.1:$((p + 100)):$((p + 110))"
+        i=$((i + 1))
+      done
+      echo "$idx" >"$d/data/myid"
+    fi
+  } >"$d/zoo.cfg"
+}
+zk_ok() { [ "$(tcp_say "$1" ruok 2>/dev/null)" = "imok" ] && tcp_say "$1" srvr 2>/dev/null | grep -q '^Mode: '; }
+zk_start() { # zk_start PORT [ENSEMBLE_INDEX]
+  local port=$1 d; d=$(zk_dir "$1")
+  ensure_pkg "$ZK_HOME/bin/zkServer.sh" zookeeper
+  ensure_pkg java default-jre-headless
+  if alive "$(pidof_file "$d/zk.pid")"; then return 0; fi
+  zk_write_cfg "$@"
+  # Start the JVM directly (as zkServer.sh would) so the pid is the JVM's and nothing opens JMX.
+  local cp="/etc/zookeeper/conf:/usr/share/java/zookeeper.jar"
+  (
+    cd "$d"
+    setsid nohup java -Xmx256m -Dzookeeper.log.dir="$d/logs" \
+      -Dzookeeper.jmx.log4j.disable=true -cp "$cp" \
+      org.apache.zookeeper.server.quorum.QuorumPeerMain "$d/zoo.cfg" >"$d/logs/zk.out" 2>&1 </dev/null &
+    echo $! >"$d/zk.pid"
+  )
+}
+zk_wait() { wait_until "zookeeper on $1" "$(zk_dir "$1")/logs/zk.out" zk_ok "$1"; }
+zk_stop() {
+  local d pid; d=$(zk_dir "$1"); pid=$(pidof_file "$d/zk.pid")
+  if alive "$pid"; then kill -9 "$pid" 2>/dev/null || true; fi
+  rm -f "$d/zk.pid"
+}
+
+# --- PostgreSQL ------------------------------------------------------------------------------
+PG_DIR="$DIR/postgres"
+pg_ok() { "$(pg_bin)/pg_isready" -h 127.0.0.1 -p "$PG_PORT" -q; }
+pg_up() {
+  ensure_pkg /usr/lib/postgresql postgresql
+  [ -n "$(pg_bin)" ] || ensure_pkg "/usr/lib/postgresql/none" postgresql
+  local bin; bin=$(pg_bin)
+  mkdir -p "$PG_DIR"; chown postgres:postgres "$PG_DIR"; chmod 0700 "$PG_DIR"
+  if [ ! -f "$PG_DIR/data/PG_VERSION" ]; then
+    runuser -u postgres -- "$bin/initdb" -D "$PG_DIR/data" --auth=trust -U postgres >"$DIR/postgres-initdb.log" 2>&1 \
+      || die "initdb failed; see $DIR/postgres-initdb.log"
+  fi
+  if ! pg_ok; then
+    runuser -u postgres -- "$bin/pg_ctl" -D "$PG_DIR/data" -l "$PG_DIR/postgres.log" -w -t 60 start \
+      -o "-p $PG_PORT -c listen_addresses=127.0.0.1 -k $PG_DIR -c max_connections=400 -c fsync=off -c synchronous_commit=off" \
+      >/dev/null || die "postgres did not start; see $PG_DIR/postgres.log"
+  fi
+  wait_until "postgres on $PG_PORT" "$PG_DIR/postgres.log" pg_ok
+  if [ "$(psql -h 127.0.0.1 -p "$PG_PORT" -U postgres -tAc "select 1 from pg_database where datname='distlock'")" != "1" ]; then
+    psql -h 127.0.0.1 -p "$PG_PORT" -U postgres -qc "create database distlock" >/dev/null 2>&1 || true
+  fi
+}
+pg_down() {
+  local bin; bin=$(pg_bin)
+  if [ -f "$PG_DIR/data/postmaster.pid" ]; then
+    runuser -u postgres -- "$bin/pg_ctl" -D "$PG_DIR/data" -m fast -w -t 30 stop >/dev/null 2>&1 || true
+  fi
+}
+
+# --- MariaDB ---------------------------------------------------------------------------------
+MY_DIR="$DIR/mysql"
+my_ok() { mariadb-admin -h 127.0.0.1 -P "$MYSQL_PORT" -uroot --connect-timeout=2 ping >/dev/null 2>&1; }
+my_up() {
+  ensure_pkg mariadbd mariadb-server
+  mkdir -p "$MY_DIR"
+  if [ ! -d "$MY_DIR/data/mysql" ]; then
+    mariadb-install-db --no-defaults --datadir="$MY_DIR/data" --user=root --auth-root-authentication-method=normal \
+      --skip-test-db >"$DIR/mysql-install.log" 2>&1 || die "mariadb-install-db failed; see $DIR/mysql-install.log"
+  fi
+  if ! alive "$(pidof_file "$MY_DIR/data/mariadbd.pid")"; then
+    setsid nohup mariadbd --no-defaults --datadir="$MY_DIR/data" --port="$MYSQL_PORT" --bind-address=127.0.0.1 \
+      --socket="$MY_DIR/mysqld.sock" --pid-file="$MY_DIR/data/mariadbd.pid" --user=root \
+      --max-connections=1000 --innodb-flush-log-at-trx-commit=2 --innodb-buffer-pool-size=128M \
+      --skip-name-resolve --log-error="$MY_DIR/error.log" >/dev/null 2>&1 </dev/null &
+  fi
+  local deadline=$((SECONDS + WAIT_SECS))
+  until mariadb --socket="$MY_DIR/mysqld.sock" -uroot -e "select 1" >/dev/null 2>&1; do
+    [ "$SECONDS" -lt "$deadline" ] || die "mariadb on $MYSQL_PORT did not answer; see $MY_DIR/error.log"
+    sleep 0.3
+  done
+  mariadb --socket="$MY_DIR/mysqld.sock" -uroot -e "
+    CREATE USER IF NOT EXISTS 'root'@'127.0.0.1' IDENTIFIED BY '';
+    GRANT ALL ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION;
+    CREATE DATABASE IF NOT EXISTS distlock;" >/dev/null
+  wait_until "mariadb on $MYSQL_PORT" "$MY_DIR/error.log" my_ok
+}
+my_down() {
+  local pid; pid=$(pidof_file "$MY_DIR/data/mariadbd.pid")
+  if alive "$pid"; then
+    kill "$pid" 2>/dev/null || true
+    local i; for i in $(seq 1 100); do alive "$pid" || break; sleep 0.2; done
+    alive "$pid" && kill -9 "$pid" 2>/dev/null || true
+  fi
+}
+
+# --- per-service dispatch --------------------------------------------------------------------
+ALL=(redis redlock zk zk-ensemble postgres mysql)
+
+svc_up() {
+  case $1 in
+    redis) redis_start "$REDIS_PORT" ;;
+    redlock) for p in "${REDLOCK_PORTS[@]}"; do redis_start "$p"; done ;;
+    zk) zk_start "$ZK_PORT"; zk_wait "$ZK_PORT" ;;
+    zk-ensemble)
+      local i=1; for p in "${ZK_ENSEMBLE_PORTS[@]}"; do zk_start "$p" "$i"; i=$((i + 1)); done
+      for p in "${ZK_ENSEMBLE_PORTS[@]}"; do zk_wait "$p"; done ;;
+    postgres) pg_up ;;
+    mysql) my_up ;;
+    *) die "unknown service '$1' (known: ${ALL[*]})" ;;
+  esac
+}
+svc_down() {
+  case $1 in
+    redis) redis_stop "$REDIS_PORT" ;;
+    redlock) for p in "${REDLOCK_PORTS[@]}"; do redis_stop "$p"; done ;;
+    zk) zk_stop "$ZK_PORT" ;;
+    zk-ensemble) for p in "${ZK_ENSEMBLE_PORTS[@]}"; do zk_stop "$p"; done ;;
+    postgres) pg_down ;;
+    mysql) my_down ;;
+    *) die "unknown service '$1' (known: ${ALL[*]})" ;;
+  esac
+}
+svc_status() { # prints lines, returns non-zero if any is down
+  local bad=0 p
+  case $1 in
+    redis) if redis_ok "$REDIS_PORT"; then echo "redis $REDIS_PORT up"; else echo "redis $REDIS_PORT down"; bad=1; fi ;;
+    redlock) for p in "${REDLOCK_PORTS[@]}"; do if redis_ok "$p"; then echo "redlock $p up"; else echo "redlock $p down"; bad=1; fi; done ;;
+    zk) if zk_ok "$ZK_PORT"; then echo "zk $ZK_PORT up"; else echo "zk $ZK_PORT down"; bad=1; fi ;;
+    zk-ensemble) for p in "${ZK_ENSEMBLE_PORTS[@]}"; do if zk_ok "$p"; then echo "zk-ensemble $p up ($(tcp_say "$p" srvr | sed -n 's/^Mode: //p'))"; else echo "zk-ensemble $p down"; bad=1; fi; done ;;
+    postgres) if pg_ok; then echo "postgres $PG_PORT up"; else echo "postgres $PG_PORT down"; bad=1; fi ;;
+    mysql) if my_ok; then echo "mysql $MYSQL_PORT up"; else echo "mysql $MYSQL_PORT down"; bad=1; fi ;;
+    *) die "unknown service '$1' (known: ${ALL[*]})" ;;
+  esac
+  return $bad
+}
+
+one_instance() { # NAME -> "kind port"
+  case $1 in
+    redis-*) echo "redis ${1#redis-}" ;;
+    zk-*) echo "zk ${1#zk-}" ;;
+    postgres|postgres-*) echo "postgres $PG_PORT" ;;
+    mysql|mysql-*) echo "mysql $MYSQL_PORT" ;;
+    *) die "unknown instance '$1' (e.g. redis-16379, redis-17003, zk-12181, zk-12282, postgres, mysql)" ;;
+  esac
+}
+
+print_urls() {
+  cat <<EOF
+DISTLOCK_TEST_REDIS_URL=redis://127.0.0.1:$REDIS_PORT
+DISTLOCK_TEST_REDLOCK_URL=redlock://$(printf '127.0.0.1:%s,' "${REDLOCK_PORTS[@]}" | sed 's/,$//')
+DISTLOCK_TEST_ZK_URL=zk://127.0.0.1:$ZK_PORT
+DISTLOCK_TEST_ZK_ENSEMBLE_URL=zk://$(printf '127.0.0.1:%s,' "${ZK_ENSEMBLE_PORTS[@]}" | sed 's/,$//')
+DISTLOCK_TEST_POSTGRES_URL=postgres://postgres@127.0.0.1:$PG_PORT/distlock
+DISTLOCK_TEST_MYSQL_URL=mysql://root@127.0.0.1:$MYSQL_PORT/distlock
+EOF
+}
+
+cmd=${1:-status}; shift || true
+services=("$@"); [ ${#services[@]} -gt 0 ] || services=("${ALL[@]}")
+
+case $cmd in
+  up)
+    for s in "${services[@]}"; do svc_up "$s"; done
+    for s in "${services[@]}"; do svc_status "$s" >/dev/null || die "$s is not answering after start"; done
+    print_urls ;;
+  down) for s in "${services[@]}"; do svc_down "$s"; done ;;
+  status)
+    rc=0; for s in "${services[@]}"; do svc_status "$s" || rc=1; done; exit $rc ;;
+  urls) print_urls ;;
+  stop-one|start-one|pid)
+    [ ${#services[@]} -eq 1 ] && [ "${services[0]}" != redis ] || die "usage: $0 $cmd NAME (e.g. redis-17003, zk-12282)"
+    read -r kind port <<<"$(one_instance "${services[0]}")"
+    case "$cmd:$kind" in
+      stop-one:redis) redis_stop "$port" ;;
+      start-one:redis) redis_start "$port" ;;
+      pid:redis) pidof_file "$(redis_pidfile "$port")" ;;
+      stop-one:zk) zk_stop "$port" ;;
+      start-one:zk)
+        idx=""; i=1; for p in "${ZK_ENSEMBLE_PORTS[@]}"; do [ "$p" = "$port" ] && idx=$i; i=$((i + 1)); done
+        zk_start "$port" $idx; zk_wait "$port" ;;
+      pid:zk) pidof_file "$(zk_dir "$port")/zk.pid" ;;
+      stop-one:postgres) pg_down ;;
+      start-one:postgres) pg_up ;;
+      pid:postgres) head -1 "$PG_DIR/data/postmaster.pid" 2>/dev/null || true ;;
+      stop-one:mysql) my_down ;;
+      start-one:mysql) my_up ;;
+      pid:mysql) pidof_file "$MY_DIR/data/mariadbd.pid" ;;
+    esac ;;
+  *) die "usage: $0 up|down|status|urls [service…] | stop-one|start-one|pid NAME" ;;
+esac
