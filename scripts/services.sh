@@ -162,7 +162,7 @@ pg_up() {
   fi
   if ! pg_ok; then
     runuser -u postgres -- "$bin/pg_ctl" -D "$PG_DIR/data" -l "$PG_DIR/postgres.log" -w -t 60 start \
-      -o "-p $PG_PORT -c listen_addresses=127.0.0.1 -k $PG_DIR -c max_connections=400 -c fsync=off -c synchronous_commit=off" \
+      -o "-p $PG_PORT -c listen_addresses=127.0.0.1 -k $PG_DIR -c max_connections=1500 -c fsync=off -c synchronous_commit=off" \
       >/dev/null || die "postgres did not start; see $PG_DIR/postgres.log"
   fi
   wait_until "postgres on $PG_PORT" "$PG_DIR/postgres.log" pg_ok
@@ -190,7 +190,7 @@ my_up() {
   if ! alive "$(pidof_file "$MY_DIR/data/mariadbd.pid")"; then
     setsid nohup mariadbd --no-defaults --datadir="$MY_DIR/data" --port="$MYSQL_PORT" --bind-address=127.0.0.1 \
       --socket="$MY_DIR/mysqld.sock" --pid-file="$MY_DIR/data/mariadbd.pid" --user=root \
-      --max-connections=1000 --innodb-flush-log-at-trx-commit=2 --innodb-buffer-pool-size=128M \
+      --max-connections=3000 --innodb-flush-log-at-trx-commit=2 --innodb-buffer-pool-size=128M \
       --skip-name-resolve --log-error="$MY_DIR/error.log" >/dev/null 2>&1 </dev/null &
   fi
   local deadline=$((SECONDS + WAIT_SECS))

@@ -1,0 +1,254 @@
+//! [`SqlLock`]: one client (one connection pool) of one database, in row or for_update mode.
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use lock_core::{
+    name, AcquireOptions, Capabilities, CrashRelease, DistributedLock, LockError, LockGuard,
+    LockInfo, Wakeup,
+};
+use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
+use sqlx::AssertSqlSafe;
+use sqlx::{AnyPool, Executor, Row};
+use tracing::Instrument;
+
+use crate::config::{Dialect, Mode, SqlConfig};
+use crate::error::{classify, map, Failure};
+use crate::notify::Wakeups;
+use crate::statements::{statements, Statements};
+use crate::{for_update, row};
+
+/// A SQL lock client: a connection pool, the statements for its table, and (PostgreSQL) the
+/// shared release listener. Cheap to share behind an `Arc`.
+pub struct SqlLock {
+    pub(crate) cfg: SqlConfig,
+    pub(crate) pool: AnyPool,
+    pub(crate) sql: Arc<Statements>,
+    pub(crate) wakeups: Wakeups,
+    pub(crate) label: String,
+}
+
+impl fmt::Debug for SqlLock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SqlLock")
+            .field("url", &self.cfg.redacted())
+            .field("mode", &self.cfg.mode)
+            .field("table", &self.cfg.table)
+            .finish()
+    }
+}
+
+impl SqlLock {
+    /// Connects (one pool per client), creating the lock table if missing.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidConfig`] for a bad configuration, [`LockError::Unavailable`] when the
+    /// database cannot be reached within `connect_timeout`.
+    pub async fn connect(cfg: SqlConfig) -> Result<Self, LockError> {
+        cfg.validate()?;
+        sqlx::any::install_default_drivers();
+        let label = cfg.backend_label();
+        let opts = AnyConnectOptions::from_str(cfg.driver_url()).map_err(|e| {
+            LockError::invalid_config(format!("bad database URL {:?}: {e}", cfg.redacted()))
+        })?;
+        let sqlite = cfg.dialect == Dialect::Sqlite;
+        let mysql = cfg.dialect == Dialect::MySql;
+        let pool = AnyPoolOptions::new()
+            .max_connections(cfg.max_connections)
+            .min_connections(0)
+            .acquire_timeout(cfg.connect_timeout)
+            .after_connect(move |conn, _| {
+                Box::pin(async move {
+                    if mysql {
+                        // No gap locks: a lock on one missing name never blocks another name.
+                        conn.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+                            .await?;
+                    }
+                    if sqlite {
+                        // WAL lets readers and one writer share the file across processes; the
+                        // busy timeout makes writers queue instead of failing.
+                        conn.execute("PRAGMA journal_mode = WAL").await?;
+                        conn.execute("PRAGMA busy_timeout = 10000").await?;
+                        conn.execute("PRAGMA synchronous = NORMAL").await?;
+                    }
+                    Ok(())
+                })
+            })
+            .connect_with(opts)
+            .await
+            .map_err(|e| map(e, &label, None))?;
+        let sql = Arc::new(statements(cfg.dialect, cfg.mode, &cfg.table));
+        let lock = SqlLock {
+            cfg,
+            pool,
+            sql,
+            wakeups: Wakeups::default(),
+            label,
+        };
+        lock.create_schema().await?;
+        Ok(lock)
+    }
+
+    /// The configuration in use.
+    pub fn config(&self) -> &SqlConfig {
+        &self.cfg
+    }
+
+    /// The connection pool (for operators and tests).
+    pub fn pool(&self) -> &AnyPool {
+        &self.pool
+    }
+
+    /// Creates the table (and counter) if missing. Safe when many processes start at once:
+    /// PostgreSQL serializes creators with a transaction-scoped advisory lock; "already exists"
+    /// races are tolerated everywhere.
+    async fn create_schema(&self) -> Result<(), LockError> {
+        for attempt in 0..10u32 {
+            match self.try_create_schema().await {
+                Ok(()) => return Ok(()),
+                Err(Failure::Retry) | Err(Failure::Busy) => {
+                    tokio::time::sleep(Duration::from_millis(20 * u64::from(attempt + 1))).await;
+                }
+                Err(Failure::Error(e)) => return Err(e),
+            }
+        }
+        Err(LockError::backend(
+            &self.label,
+            None,
+            format!(
+                "could not create lock table `{}`: kept conflicting with concurrent creators",
+                self.cfg.table
+            ),
+            None,
+        ))
+    }
+
+    async fn try_create_schema(&self) -> Result<(), Failure> {
+        if self.cfg.dialect == Dialect::MySql && self.schema_exists().await? {
+            // MySQL DDL, even `IF NOT EXISTS`, queues for an exclusive metadata lock behind every
+            // open for_update transaction and blocks all later statements on the table meanwhile.
+            return Ok(());
+        }
+        let mut tx = self
+            .pool
+            .begin()
+            .await
+            .map_err(|e| classify(e, &self.label, None))?;
+        if self.cfg.dialect == Dialect::Postgres {
+            tx.execute("SELECT pg_advisory_xact_lock(7261982733)")
+                .await
+                .map_err(|e| classify(e, &self.label, None))?;
+        }
+        for stmt in &self.sql.schema {
+            if let Err(e) = tx.execute(AssertSqlSafe(stmt.clone())).await {
+                if !already_exists(&e) {
+                    return Err(classify(e, &self.label, None));
+                }
+            }
+        }
+        tx.commit()
+            .await
+            .map_err(|e| classify(e, &self.label, None))
+    }
+}
+
+impl SqlLock {
+    /// MySQL: whether the lock table and its sequence both exist already.
+    async fn schema_exists(&self) -> Result<bool, Failure> {
+        let row = sqlx::query(
+            "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name IN (?, ?)",
+        )
+        .bind(&self.cfg.table)
+        .bind(format!("{}_fence", self.cfg.table))
+        .fetch_one(&self.pool)
+        .await
+        .map_err(|e| classify(e, &self.label, None))?;
+        let n: i64 = row
+            .try_get(0)
+            .map_err(|e| Failure::Error(map(e, &self.label, None)))?;
+        Ok(n == 2)
+    }
+}
+
+fn already_exists(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Database(db) => {
+            let code = db.code().unwrap_or_default();
+            code == "42P07"
+                || code == "23505"
+                || code == "42S01"
+                || db.message().contains("already exists")
+        }
+        _ => false,
+    }
+}
+
+#[async_trait]
+impl DistributedLock for SqlLock {
+    async fn acquire(&self, name: &str, opts: &AcquireOptions) -> Result<LockGuard, LockError> {
+        name::validate(name)?;
+        opts.validate()?;
+        let span = tracing::debug_span!("acquire", backend = %self.label, name = %name);
+        let guard = match self.cfg.mode {
+            Mode::Row => {
+                row::acquire(self, name, opts, false)
+                    .instrument(span)
+                    .await?
+            }
+            Mode::ForUpdate => {
+                for_update::acquire(self, name, opts, false)
+                    .instrument(span)
+                    .await?
+            }
+        };
+        guard.ok_or_else(|| LockError::timeout(name, &self.label, opts.wait.unwrap_or_default()))
+    }
+
+    async fn try_acquire(
+        &self,
+        name: &str,
+        opts: &AcquireOptions,
+    ) -> Result<Option<LockGuard>, LockError> {
+        name::validate(name)?;
+        opts.validate()?;
+        match self.cfg.mode {
+            Mode::Row => row::acquire(self, name, opts, true).await,
+            Mode::ForUpdate => for_update::acquire(self, name, opts, true).await,
+        }
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        match (self.cfg.mode, self.cfg.dialect) {
+            (Mode::Row, Dialect::Postgres) => Capabilities::leased(Wakeup::Notify, false),
+            (Mode::Row, _) => Capabilities::leased(Wakeup::Backoff, false),
+            (Mode::ForUpdate, d) => Capabilities::bound(
+                CrashRelease::Connection,
+                Wakeup::LockQueue,
+                d == Dialect::Postgres,
+            ),
+        }
+    }
+
+    fn backend_name(&self) -> String {
+        self.label.clone()
+    }
+
+    async fn inspect(&self, name: &str) -> Result<LockInfo, LockError> {
+        name::validate(name)?;
+        match self.cfg.mode {
+            Mode::Row => row::inspect(self, name).await,
+            Mode::ForUpdate => for_update::inspect(self, name).await,
+        }
+    }
+}
+
+/// Connects from a URL (`postgres://`, `mysql://`, `sqlite://`…).
+///
+/// # Errors
+/// As [`SqlConfig::from_url`] and [`SqlLock::connect`].
+pub async fn connect(url: &str) -> Result<Arc<dyn DistributedLock>, LockError> {
+    Ok(Arc::new(SqlLock::connect(SqlConfig::from_url(url)?).await?))
+}

@@ -1,0 +1,118 @@
+//! The one place sqlx errors become [`LockError`]s.
+
+use lock_core::LockError;
+
+/// What a failed statement means for a lock operation.
+#[derive(Debug)]
+pub(crate) enum Failure {
+    /// Deadlock or serialization failure (PostgreSQL `40P01`/`40001`, MySQL 1213): retry.
+    Retry,
+    /// The row is locked by someone else and the lock wait ran out (PostgreSQL `55P03`,
+    /// MySQL 1205/3572): the lock is busy.
+    Busy,
+    /// Anything else, already mapped.
+    Error(LockError),
+}
+
+/// Classifies a sqlx error for lock `name` on `backend`.
+pub(crate) fn classify(err: sqlx::Error, backend: &str, name: Option<&str>) -> Failure {
+    if let sqlx::Error::Database(db) = &err {
+        let code = db.code().map(|c| c.into_owned()).unwrap_or_default();
+        match code.as_str() {
+            "40P01" | "40001" | "1213" => return Failure::Retry,
+            "55P03" | "1205" | "3572" => return Failure::Busy,
+            _ => {}
+        }
+        // MySQL reports deadlocks / lock waits with SQLSTATE 40001 / HY000 depending on driver.
+        let msg = db.message();
+        if msg.contains("Deadlock found") {
+            return Failure::Retry;
+        }
+        if is_lock_wait(msg) {
+            return Failure::Busy;
+        }
+        if msg.contains("database is locked") || msg.contains("database table is locked") {
+            return Failure::Retry;
+        }
+    }
+    Failure::Error(map(err, backend, name))
+}
+
+fn is_lock_wait(msg: &str) -> bool {
+    msg.contains("Lock wait timeout")
+        || msg.contains("lock timeout")
+        || msg.contains("could not obtain lock")
+}
+
+/// Maps a sqlx error: connection-level failures → `Unavailable`, the rest → `Backend`.
+pub(crate) fn map(err: sqlx::Error, backend: &str, name: Option<&str>) -> LockError {
+    match err {
+        sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed
+        | sqlx::Error::Protocol(_) => LockError::unavailable(
+            backend,
+            name,
+            format!("cannot reach the database: {err}"),
+            Some(Box::new(err) as lock_core::BoxError),
+        ),
+        sqlx::Error::Database(ref db)
+            if db.code().is_some_and(|c| {
+                // 57P01 admin shutdown / terminated, 08xxx connection exceptions, 28xxx auth.
+                c.starts_with("08") || c == "57P01" || c == "57P02" || c == "57P03"
+            }) =>
+        {
+            LockError::unavailable(
+                backend,
+                name,
+                format!("database connection failed: {err}"),
+                Some(Box::new(err) as lock_core::BoxError),
+            )
+        }
+        // SQLite could not open the file (missing directory, permissions): the store is unreachable.
+        sqlx::Error::Database(ref db) if db.code().is_some_and(|c| c == "14") => {
+            LockError::unavailable(
+                backend,
+                name,
+                format!("cannot open the SQLite database file: {}", db.message()),
+                Some(Box::new(err) as lock_core::BoxError),
+            )
+        }
+        sqlx::Error::Database(ref db)
+            if db
+                .code()
+                .is_some_and(|c| c.starts_with("28") || c == "1045") =>
+        {
+            LockError::invalid_config(format!(
+                "{backend}: the database refused the credentials: {}",
+                db.message()
+            ))
+        }
+        other => LockError::backend(
+            backend,
+            name,
+            format!("database error: {other}"),
+            Some(Box::new(other) as lock_core::BoxError),
+        ),
+    }
+}
+
+/// Whether an error means the connection itself is gone (the database then releases
+/// everything it held for that connection).
+pub(crate) fn is_connection_gone(err: &sqlx::Error) -> bool {
+    match err {
+        sqlx::Error::Io(_)
+        | sqlx::Error::Protocol(_)
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed => true,
+        sqlx::Error::Database(db) => {
+            let code = db.code().map(|c| c.into_owned()).unwrap_or_default();
+            code.starts_with("08")
+                || code == "57P01"
+                || db.message().contains("server has gone away")
+        }
+        _ => false,
+    }
+}

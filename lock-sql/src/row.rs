@@ -1,0 +1,298 @@
+//! Row mode: a row per held lock (name, owner token, fencing token, expiry by the database
+//! clock). Acquire is one `INSERT … ON CONFLICT/DUPLICATE KEY` that also takes over an expired
+//! row; release deletes by name and owner; renewal extends by owner.
+//!
+//! Waiting: PostgreSQL waiters are woken by `NOTIFY` from the release statement (one shared
+//! listener per client) with a 1 s safety re-check; MySQL and SQLite waiters back off
+//! exponentially with jitter (2 ms → 100 ms). Every waiter also wakes when the holder's lease
+//! runs out. Not FIFO.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use lock_core::wait::random_up_to;
+use lock_core::{
+    owner_token, AcquireOptions, Backoff, CleanupOnDrop, Deadline, GuardParts, Lease, LockError,
+    LockGuard, LockInfo, LostSignal,
+};
+use sqlx::AssertSqlSafe;
+use sqlx::{AnyPool, Row};
+use tokio::time::Instant;
+
+use crate::backend::SqlLock;
+use crate::config::Dialect;
+use crate::error::{classify, map, Failure};
+use crate::statements::{notify_channel, Statements};
+
+/// Deadlock retries per attempt before the error is surfaced (each is a fresh statement).
+const MAX_RETRIES: u32 = 50;
+/// PostgreSQL waiters re-check at least this often in case a notification was missed.
+const NOTIFY_SAFETY_POLL: Duration = Duration::from_secs(1);
+
+fn ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// One acquisition attempt: `Some(token)` if we now hold the lock.
+async fn take(
+    lock: &SqlLock,
+    name: &str,
+    owner: &str,
+    ttl: Duration,
+) -> Result<Option<u64>, Failure> {
+    let q = sqlx::query(AssertSqlSafe(lock.sql.acquire.as_str()))
+        .bind(name)
+        .bind(owner)
+        .bind(ms(ttl));
+    let label = &lock.label;
+    match lock.cfg.dialect {
+        Dialect::MySql => {
+            let res = q
+                .execute(&lock.pool)
+                .await
+                .map_err(|e| classify(e, label, Some(name)))?;
+            let id = res.last_insert_id().unwrap_or(0);
+            Ok((res.rows_affected() > 0 && id > 0).then_some(id as u64))
+        }
+        _ => {
+            let row = q
+                .fetch_optional(&lock.pool)
+                .await
+                .map_err(|e| classify(e, label, Some(name)))?;
+            row.map(|r| r.try_get::<i64, _>(0).map(|v| v as u64))
+                .transpose()
+                .map_err(|e| Failure::Error(map(e, label, Some(name))))
+        }
+    }
+}
+
+/// The holder's (owner, token, ms left), if a row exists.
+async fn lookup(lock: &SqlLock, name: &str) -> Result<Option<(String, i64, i64)>, LockError> {
+    let row = sqlx::query(AssertSqlSafe(lock.sql.lookup.as_str()))
+        .bind(name)
+        .fetch_optional(&lock.pool)
+        .await
+        .map_err(|e| map(e, &lock.label, Some(name)))?;
+    row.map(|r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)))
+        .transpose()
+        .map_err(|e: sqlx::Error| map(e, &lock.label, Some(name)))
+}
+
+/// Deletes our row if a cancelled acquire left it behind. Runs twice: the second pass catches
+/// an INSERT that was still in flight on another pooled connection during the first.
+fn cleanup(lock: &SqlLock, name: &str, owner: &str) -> CleanupOnDrop {
+    let lease = RowLease::new(lock, name, owner);
+    CleanupOnDrop::new(move || {
+        Box::pin(async move {
+            let _ = lease.release().await;
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let _ = lease.release().await;
+        })
+    })
+}
+
+pub(crate) async fn acquire(
+    lock: &SqlLock,
+    name: &str,
+    opts: &AcquireOptions,
+    try_only: bool,
+) -> Result<Option<LockGuard>, LockError> {
+    let deadline = Deadline::after(opts.wait);
+    let pg = lock.cfg.dialect == Dialect::Postgres;
+    let registration = (pg && !try_only).then(|| {
+        #[cfg(feature = "postgres")]
+        lock.wakeups
+            .ensure_listener(lock.cfg.driver_url(), &notify_channel(&lock.cfg.table));
+        lock.wakeups.register(name)
+    });
+    let mut backoff = Backoff::new(Duration::from_millis(2), Duration::from_millis(100));
+    let mut retries = 0u32;
+    loop {
+        // Armed before the attempt so a release between the attempt and the wait still wakes us.
+        let notified = registration.as_ref().map(|r| r.notify.notified());
+        tokio::pin!(notified);
+        if let Some(n) = notified.as_mut().as_pin_mut() {
+            n.enable();
+        }
+        let owner = owner_token();
+        let started = Instant::now();
+        let armed = cleanup(lock, name, &owner);
+        match take(lock, name, &owner, opts.ttl).await {
+            Ok(Some(token)) => {
+                armed.disarm();
+                return Ok(Some(guard(lock, name, &owner, token, opts, started)));
+            }
+            Ok(None) | Err(Failure::Busy) => armed.disarm(),
+            Err(Failure::Retry) => {
+                armed.disarm();
+                retries += 1;
+                if retries > MAX_RETRIES {
+                    return Err(LockError::backend(
+                        &lock.label,
+                        Some(name),
+                        "kept deadlocking with other clients; retry later",
+                        None,
+                    ));
+                }
+                tokio::time::sleep(random_up_to(Duration::from_millis(5))).await;
+                continue;
+            }
+            Err(Failure::Error(e)) => return Err(e),
+        }
+        if try_only || deadline.expired() {
+            return Ok(None);
+        }
+        let until_expiry = lookup(lock, name)
+            .await?
+            .map(|(_, _, left)| {
+                Duration::from_millis(left.max(0) as u64) + random_up_to(Duration::from_millis(5))
+            })
+            .unwrap_or_default();
+        let nap = if pg {
+            until_expiry.min(NOTIFY_SAFETY_POLL)
+        } else {
+            until_expiry.min(backoff.next_delay())
+        };
+        match notified.as_mut().as_pin_mut() {
+            Some(n) => {
+                tokio::select! {
+                    _ = n => {}
+                    _ = deadline.sleep(nap) => {}
+                }
+            }
+            None => deadline.sleep(nap).await,
+        }
+    }
+}
+
+fn guard(
+    lock: &SqlLock,
+    name: &str,
+    owner: &str,
+    token: u64,
+    opts: &AcquireOptions,
+    started: Instant,
+) -> LockGuard {
+    LockGuard::new(GuardParts {
+        name: name.to_owned(),
+        backend: lock.label.clone(),
+        fencing_token: token,
+        ttl: opts.ttl,
+        renew: opts.renew,
+        acquired_at: started,
+        validity: Some(opts.ttl),
+        lease: Arc::new(RowLease::new(lock, name, owner)),
+        lost: LostSignal::new(),
+    })
+}
+
+pub(crate) async fn inspect(lock: &SqlLock, name: &str) -> Result<LockInfo, LockError> {
+    Ok(match lookup(lock, name).await? {
+        Some((owner, token, left)) if left > 0 => LockInfo::held(
+            Some(token as u64),
+            Some(owner),
+            Some(Duration::from_millis(left as u64)),
+            None,
+        ),
+        _ => LockInfo::free(),
+    })
+}
+
+/// The store side of a row-mode guard.
+struct RowLease {
+    pool: AnyPool,
+    sql: Arc<Statements>,
+    dialect: Dialect,
+    name: String,
+    owner: String,
+    label: String,
+}
+
+impl RowLease {
+    fn new(lock: &SqlLock, name: &str, owner: &str) -> Self {
+        RowLease {
+            pool: lock.pool.clone(),
+            sql: Arc::clone(&lock.sql),
+            dialect: lock.cfg.dialect,
+            name: name.to_owned(),
+            owner: owner.to_owned(),
+            label: lock.label.clone(),
+        }
+    }
+
+    async fn delete(&self) -> Result<u64, Failure> {
+        let q = sqlx::query(AssertSqlSafe(self.sql.release.as_str()))
+            .bind(&self.name)
+            .bind(&self.owner);
+        let c = |e| classify(e, &self.label, Some(&self.name));
+        if self.dialect == Dialect::Postgres {
+            let row = q.fetch_one(&self.pool).await.map_err(c)?;
+            let n: i64 = row
+                .try_get(0)
+                .map_err(|e| Failure::Error(map(e, &self.label, Some(&self.name))))?;
+            Ok(n as u64)
+        } else {
+            Ok(q.execute(&self.pool).await.map_err(c)?.rows_affected())
+        }
+    }
+
+    async fn with_retries<T, F, Fut>(&self, f: F) -> Result<T, LockError>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = Result<T, Failure>>,
+    {
+        for _ in 0..MAX_RETRIES {
+            match f().await {
+                Ok(v) => return Ok(v),
+                Err(Failure::Retry) | Err(Failure::Busy) => {
+                    tokio::time::sleep(random_up_to(Duration::from_millis(5))).await
+                }
+                Err(Failure::Error(e)) => return Err(e),
+            }
+        }
+        Err(LockError::backend(
+            &self.label,
+            Some(&self.name),
+            "kept deadlocking with other clients",
+            None,
+        ))
+    }
+}
+
+#[async_trait]
+impl Lease for RowLease {
+    async fn renew(&self, ttl: Duration) -> Result<Option<Duration>, LockError> {
+        let n = self
+            .with_retries(|| async {
+                sqlx::query(AssertSqlSafe(self.sql.renew.as_str()))
+                    .bind(ms(ttl))
+                    .bind(&self.name)
+                    .bind(&self.owner)
+                    .execute(&self.pool)
+                    .await
+                    .map(|r| r.rows_affected())
+                    .map_err(|e| classify(e, &self.label, Some(&self.name)))
+            })
+            .await?;
+        if n == 0 {
+            return Err(LockError::not_held(
+                &self.name,
+                &self.label,
+                "the row is gone, expired or owned by another holder",
+            ));
+        }
+        Ok(Some(ttl))
+    }
+
+    async fn release(&self) -> Result<(), LockError> {
+        match self.with_retries(|| self.delete()).await? {
+            0 => Err(LockError::not_held(
+                &self.name,
+                &self.label,
+                "the lease expired and the row was taken over or removed",
+            )),
+            _ => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,249 @@
+//! The conformance harness for the SQL backend: real PostgreSQL and MariaDB from
+//! `scripts/services.sh up`, SQLite in a fresh file per harness.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use lock_core::conformance::{CrashableClient, Harness};
+use lock_core::fault::FaultProxy;
+use lock_core::{DistributedLock, LockError};
+use lock_sql::{Dialect, Mode, SqlConfig, SqlLock};
+use sqlx::{AssertSqlSafe, Row};
+
+pub fn postgres_url() -> String {
+    std::env::var("DISTLOCK_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:15432/distlock".into())
+}
+
+pub fn mysql_url() -> String {
+    std::env::var("DISTLOCK_TEST_MYSQL_URL")
+        .unwrap_or_else(|_| "mysql://root@127.0.0.1:13306/distlock".into())
+}
+
+pub fn sqlite_url() -> String {
+    let dir = std::env::temp_dir().join(format!("distlock-test-{}", lock_core::owner_token()));
+    std::fs::create_dir_all(&dir).unwrap();
+    format!("sqlite://{}/locks.db", dir.display())
+}
+
+fn with_mode(base: &str, mode: Mode) -> String {
+    let sep = if base.contains('?') { '&' } else { '?' };
+    format!("{base}{sep}mode={}", mode.label())
+}
+
+/// Connects or fails naming the command that starts the stores.
+pub async fn connect_or_explain(url: &str) -> SqlLock {
+    let cfg = SqlConfig::from_url(url).unwrap();
+    match SqlLock::connect(cfg).await {
+        Ok(l) => l,
+        Err(e) => {
+            panic!("cannot reach {url}: {e}\nstart the test stores with `scripts/services.sh up`")
+        }
+    }
+}
+
+pub struct SqlHarness {
+    url: String,
+    dialect: Dialect,
+    mode: Mode,
+    admin: SqlLock,
+}
+
+impl SqlHarness {
+    pub async fn new(dialect: Dialect, mode: Mode) -> Self {
+        let base = match dialect {
+            Dialect::Postgres => postgres_url(),
+            Dialect::MySql => mysql_url(),
+            Dialect::Sqlite => sqlite_url(),
+        };
+        let mut url = with_mode(&base, mode);
+        if mode == Mode::ForUpdate {
+            // One connection per held lock: the suite holds 1,000 at once.
+            url.push_str("&max_connections=1100");
+        }
+        let admin = connect_or_explain(&url).await;
+        SqlHarness {
+            url,
+            dialect,
+            mode,
+            admin,
+        }
+    }
+
+    fn table(&self) -> &str {
+        &self.admin.config().table
+    }
+
+    fn q(&self, pg: &str, other: &str) -> String {
+        let t = self.table();
+        match self.dialect {
+            Dialect::Postgres => pg.replace("{t}", t),
+            _ => other.replace("{t}", t),
+        }
+    }
+
+    /// Row mode: delete the row. for_update: kill the connection holding the row lock.
+    async fn kill_row_holder(&self, name: &str) {
+        let pool = self.admin.pool();
+        match self.dialect {
+            Dialect::Postgres => {
+                let sql = self.q(
+                    "SELECT count(pg_terminate_backend(a.pid)) FROM pg_stat_activity a JOIN {t} r ON a.backend_xid = r.xmax WHERE r.name = $1",
+                    "",
+                );
+                let row = sqlx::query(AssertSqlSafe(sql))
+                    .bind(name)
+                    .fetch_one(pool)
+                    .await
+                    .unwrap();
+                let killed: i64 = row.try_get(0).unwrap();
+                assert_eq!(killed, 1, "no connection held {name:?}");
+            }
+            Dialect::MySql => {
+                // A probe waits for the row; INNODB_LOCK_WAITS then names the blocking thread.
+                let mut probe = pool.acquire().await.unwrap();
+                let probe_id: i64 = sqlx::query("SELECT CAST(CONNECTION_ID() AS SIGNED)")
+                    .fetch_one(&mut *probe)
+                    .await
+                    .unwrap()
+                    .try_get(0)
+                    .unwrap();
+                let wait_sql = format!(
+                    "SET STATEMENT innodb_lock_wait_timeout = 30 FOR SELECT name FROM {} WHERE name = ? FOR UPDATE",
+                    self.table()
+                );
+                let name2 = name.to_owned();
+                let waiter = tokio::spawn(async move {
+                    sqlx::query("BEGIN").execute(&mut *probe).await.unwrap();
+                    let _ = sqlx::query(AssertSqlSafe(wait_sql))
+                        .bind(name2)
+                        .fetch_optional(&mut *probe)
+                        .await;
+                    sqlx::query("ROLLBACK").execute(&mut *probe).await.unwrap();
+                });
+                let mut killed = false;
+                for _ in 0..400 {
+                    let row = sqlx::query(
+                        "SELECT CAST(b.trx_mysql_thread_id AS SIGNED) FROM information_schema.INNODB_LOCK_WAITS w \
+                         JOIN information_schema.INNODB_TRX b ON b.trx_id = w.blocking_trx_id \
+                         JOIN information_schema.INNODB_TRX r ON r.trx_id = w.requesting_trx_id \
+                         WHERE r.trx_mysql_thread_id = ?",
+                    )
+                    .bind(probe_id)
+                    .fetch_optional(pool)
+                    .await
+                    .unwrap();
+                    if let Some(row) = row {
+                        let thread: i64 = row.try_get(0).unwrap();
+                        sqlx::query(AssertSqlSafe(format!("KILL {thread}")))
+                            .execute(pool)
+                            .await
+                            .unwrap();
+                        killed = true;
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                waiter.await.unwrap();
+                assert!(killed, "no connection held {name:?}");
+            }
+            Dialect::Sqlite => unreachable!("SQLite has no for_update mode"),
+        }
+    }
+}
+
+#[async_trait]
+impl Harness for SqlHarness {
+    async fn client(&self) -> Arc<dyn DistributedLock> {
+        Arc::new(connect_or_explain(&self.url).await)
+    }
+
+    async fn crashable_client(&self) -> CrashableClient {
+        if self.dialect == Dialect::Sqlite {
+            // An in-process SQLite client "crashes" by abandoning its guard: no connection to cut.
+            return CrashableClient {
+                lock: self.client().await,
+                crash: Box::new(|| Box::pin(async {})),
+            };
+        }
+        let port = if self.dialect == Dialect::Postgres {
+            15432
+        } else {
+            13306
+        };
+        let upstream_port = url_port(&self.url).unwrap_or(port);
+        let proxy = FaultProxy::start(([127, 0, 0, 1], upstream_port).into())
+            .await
+            .unwrap();
+        let url = self.url.replace(
+            &format!(":{upstream_port}/"),
+            &format!(":{}/", proxy.addr().port()),
+        );
+        let lock: Arc<dyn DistributedLock> = Arc::new(connect_or_explain(&url).await);
+        CrashableClient {
+            lock,
+            crash: Box::new(move || {
+                Box::pin(async move {
+                    proxy.kill();
+                    drop(proxy);
+                })
+            }),
+        }
+    }
+
+    async fn remove_underneath(&self, name: &str) {
+        match self.mode {
+            Mode::Row => {
+                let sql = self.q(
+                    "DELETE FROM {t} WHERE name = $1",
+                    "DELETE FROM {t} WHERE name = ?",
+                );
+                let n = sqlx::query(AssertSqlSafe(sql))
+                    .bind(name)
+                    .execute(self.admin.pool())
+                    .await
+                    .unwrap();
+                assert_eq!(n.rows_affected(), 1);
+            }
+            Mode::ForUpdate => self.kill_row_holder(name).await,
+        }
+    }
+
+    async fn traces(&self, name: &str) -> usize {
+        match self.mode {
+            Mode::Row => {
+                let sql = self.q(
+                    "SELECT count(*) FROM {t} WHERE name = $1",
+                    "SELECT count(*) FROM {t} WHERE name = ?",
+                );
+                let row = sqlx::query(AssertSqlSafe(sql))
+                    .bind(name)
+                    .fetch_one(self.admin.pool())
+                    .await
+                    .unwrap();
+                row.try_get::<i64, _>(0).unwrap() as usize
+            }
+            Mode::ForUpdate => usize::from(self.admin.inspect(name).await.unwrap().held),
+        }
+    }
+
+    async fn unreachable(&self) -> Result<Arc<dyn DistributedLock>, LockError> {
+        let url = match self.dialect {
+            Dialect::Postgres => {
+                "postgres://postgres@127.0.0.1:1/distlock?connect_timeout=2s".to_owned()
+            }
+            Dialect::MySql => "mysql://root@127.0.0.1:1/distlock?connect_timeout=2s".to_owned(),
+            Dialect::Sqlite => "sqlite:///nonexistent-distlock-dir/sub/locks.db".to_owned(),
+        };
+        let url = with_mode(&url, self.mode);
+        lock_sql::connect(&url).await
+    }
+}
+
+fn url_port(url: &str) -> Option<u16> {
+    let after = url.split('@').nth(1)?;
+    let hostport = after.split('/').next()?;
+    hostport.rsplit(':').next()?.parse().ok()
+}
