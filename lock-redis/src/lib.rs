@@ -1,1 +1,56 @@
-//! distlock Redis backend (in progress).
+//! distlock's Redis backend: one server, or a Redlock quorum over independent masters.
+//!
+//! # Single instance (`redis://host:port/db?prefix=…`)
+//! Acquire is ONE round trip: a Lua script sets `prefix + name` to a 128-bit random token with
+//! the lease as expiry (only if the key does not exist, as `SET NX PX` would) and draws the
+//! fencing token in the same script. Release and extend are token-checked scripts (`EVALSHA`,
+//! with redis-rs's `NOSCRIPT` fallback); release also `PUBLISH`es the next waiter's token. The
+//! default prefix is empty, so a redis-py `Lock(name)` and distlock exclude each other on the
+//! same key (see `keys` for the full naming). Another application's non-string data at the key
+//! is reported as an error and never touched.
+//!
+//! # Fencing tokens
+//! `max(counter + 1, server TIME in µs)`, kept in `{key}:fence`: strictly increasing per name,
+//! and still increasing after a restart without persistence wiped the counter (as long as the
+//! server clock does not go backwards past the last token).
+//!
+//! # Waiting and fairness
+//! Waiters do not poll. Each client keeps ONE pub/sub connection per node; a release wakes the
+//! waiter at the head of a FIFO queue kept in Redis beside the lock (`{key}:queue`), and only
+//! the head may take a free lock while live waiters are queued — so a releasing client cannot
+//! barge ahead of waiters (try_acquire also yields to queued waiters). Waiters refresh their
+//! place every second (a departed waiter's place lapses after 3 s; a cancelled or timed-out
+//! waiter leaves at once) and otherwise sleep until the holder's lease runs out.
+//!
+//! # Redlock (`redlock://h1:p1,h2:p2,h3:p3`)
+//! N independent masters (N odd, ≥ 3), requests to all nodes concurrently, quorum N/2+1,
+//! validity = ttl − elapsed − drift (drift = ttl·1% + 2 ms); a failed round is undone on every
+//! node and retried after a random delay (or on a release message); release goes to every node;
+//! renewal needs a quorum within the validity or the guard is lost. Fencing: each node's script
+//! draws its own token, the client takes the maximum over the quorum and writes it back to a
+//! quorum (`SET counter max(counter, t)`) before the lock counts as held, so any later holder's
+//! token (the max over a quorum that overlaps ours) is strictly greater. Redlock waiters are not
+//! FIFO.
+//!
+//! # Assumptions
+//! Redlock assumes bounded clock drift between the masters and the client (1% of the lease),
+//! and that a master which restarts without persistence stays down for at least one lease
+//! (ttl) before rejoining, so it cannot help a second client reach a quorum while the first
+//! holder's validity lasts. A single instance restarted without persistence forgets its locks:
+//! two holders can overlap then, and only fencing tokens (which stay monotonic) protect the
+//! resource.
+
+mod backend;
+pub mod config;
+mod error;
+mod keys;
+mod lease;
+mod node;
+mod scripts;
+mod subscriber;
+
+pub use backend::{connect, RedisLock};
+pub use config::{RedisConfig, Topology};
+
+/// URL schemes this backend serves.
+pub const SCHEMES: &[&str] = &["redis", "redlock"];

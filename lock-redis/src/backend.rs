@@ -1,0 +1,395 @@
+//! [`RedisLock`]: the `DistributedLock` over one Redis server or a Redlock quorum.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::future::join_all;
+use lock_core::wait::random_up_to;
+use lock_core::{
+    name, owner_token, AcquireOptions, Capabilities, CleanupOnDrop, Deadline, DistributedLock,
+    GuardParts, LockError, LockGuard, LockInfo, LostSignal, Wakeup,
+};
+use tokio::time::Instant;
+
+use crate::config::{RedisConfig, Topology};
+use crate::error::map;
+use crate::keys::Keys;
+use crate::lease::{drift, tally, RedisLease};
+use crate::node::{Attempt, Node};
+use crate::subscriber::{Subscriber, Waiting};
+
+/// A queued waiter re-checks (and refreshes its place) at least this often, even without a
+/// release message.
+const HEARTBEAT: Duration = Duration::from_millis(1000);
+/// A queued waiter that stops refreshing loses its place after this long.
+const WAITER_TTL: Duration = Duration::from_millis(3000);
+
+/// A Redis lock client: one reconnecting connection and one lazily opened pub/sub connection
+/// per node.
+pub struct RedisLock {
+    cfg: RedisConfig,
+    nodes: Vec<Node>,
+    subscribers: Vec<Arc<Subscriber>>,
+    label: String,
+}
+
+impl fmt::Debug for RedisLock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisLock")
+            .field("config", &self.cfg)
+            .finish()
+    }
+}
+
+enum Round {
+    Acquired { token: u64, validity: Duration },
+    Held { pttl_ms: i64 },
+}
+
+impl RedisLock {
+    /// Connects. Single: the server must answer. Redlock: at least a quorum must answer now;
+    /// the others are retried on every later call.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidConfig`], [`LockError::Unavailable`].
+    pub async fn connect(cfg: RedisConfig) -> Result<Self, LockError> {
+        cfg.validate()?;
+        let label = match cfg.topology {
+            Topology::Single => "redis".to_owned(),
+            Topology::Redlock => format!("redlock-{}", cfg.nodes.len()),
+        };
+        let nodes = match cfg.topology {
+            Topology::Single => vec![Node::connect(&cfg, 0, &label).await?],
+            Topology::Redlock => {
+                let checks =
+                    join_all((0..cfg.nodes.len()).map(|i| Node::connect(&cfg, i, &label))).await;
+                let up = checks.iter().filter(|c| c.is_ok()).count();
+                if up < cfg.quorum() {
+                    return Err(LockError::unavailable(
+                        &label,
+                        None,
+                        format!(
+                            "only {up} of {} Redlock masters answered; a quorum of {} is needed",
+                            cfg.nodes.len(),
+                            cfg.quorum()
+                        ),
+                        None,
+                    ));
+                }
+                (0..cfg.nodes.len())
+                    .map(|i| Node::lazy(&cfg, i, &label))
+                    .collect::<Result<_, _>>()?
+            }
+        };
+        let subscribers = nodes
+            .iter()
+            .map(|_| Arc::new(Subscriber::default()))
+            .collect();
+        Ok(RedisLock {
+            cfg,
+            nodes,
+            subscribers,
+            label,
+        })
+    }
+
+    /// The configuration in use.
+    pub fn config(&self) -> &RedisConfig {
+        &self.cfg
+    }
+
+    fn redlock(&self) -> bool {
+        self.cfg.topology == Topology::Redlock
+    }
+
+    /// Each node's reply bound: small next to the lease so a dead master cannot eat it.
+    fn per_node_timeout(&self, ttl: Duration) -> Duration {
+        if self.redlock() {
+            self.cfg
+                .timeout
+                .min((ttl / 10).max(Duration::from_millis(50)))
+        } else {
+            self.cfg.timeout
+        }
+    }
+
+    /// One acquisition round on every node.
+    async fn round(
+        &self,
+        keys: &Keys,
+        token: &str,
+        ttl: Duration,
+        queue: bool,
+        name: &str,
+    ) -> Result<Round, LockError> {
+        let started = Instant::now();
+        let t = self.per_node_timeout(ttl);
+        let results = join_all(
+            self.nodes
+                .iter()
+                .map(|n| tokio::time::timeout(t, n.acquire(keys, token, ttl, queue, WAITER_TTL))),
+        )
+        .await;
+        let (mut tokens, mut pttl, mut errors, mut last_err) = (Vec::new(), i64::MAX, 0usize, None);
+        for r in results {
+            match r {
+                Ok(Ok(Attempt::Acquired(f))) => tokens.push(f),
+                Ok(Ok(Attempt::Held { pttl_ms })) => pttl = pttl.min(pttl_ms),
+                Ok(Ok(Attempt::Foreign(kind))) => {
+                    return Err(LockError::backend(
+                        &self.label,
+                        Some(name),
+                        format!("key {:?} holds a Redis {kind}, not a lock: another application's data is there; pick another name or prefix", keys.lock),
+                        None,
+                    ))
+                }
+                Ok(Err(e)) => {
+                    errors += 1;
+                    last_err = Some(e);
+                }
+                Err(_) => errors += 1,
+            }
+        }
+        let quorum = self.cfg.quorum();
+        if !self.redlock() {
+            if let Some(e) = last_err {
+                return Err(map(e, &self.label, Some(name)));
+            }
+            if errors > 0 {
+                return Err(LockError::unavailable(
+                    &self.label,
+                    Some(name),
+                    format!("no reply within {t:?}"),
+                    None,
+                ));
+            }
+            return Ok(match tokens.first() {
+                Some(&token) => Round::Acquired {
+                    token,
+                    validity: ttl,
+                },
+                None => Round::Held { pttl_ms: pttl },
+            });
+        }
+        // Redlock: quorum, validity = ttl − elapsed − drift, fencing token = max over the quorum
+        // written back to a quorum before the lock counts as held.
+        let validity = ttl
+            .saturating_sub(started.elapsed())
+            .saturating_sub(drift(ttl));
+        if tokens.len() >= quorum && !validity.is_zero() {
+            let fence = tokens.iter().copied().max().unwrap_or(0);
+            let wb = join_all(
+                self.nodes
+                    .iter()
+                    .map(|n| tokio::time::timeout(t, n.writeback(keys, fence))),
+            )
+            .await;
+            let written = wb.iter().filter(|r| matches!(r, Ok(Ok(())))).count();
+            let validity = ttl
+                .saturating_sub(started.elapsed())
+                .saturating_sub(drift(ttl));
+            if written >= quorum && !validity.is_zero() {
+                return Ok(Round::Acquired {
+                    token: fence,
+                    validity: ttl.saturating_sub(drift(ttl)),
+                });
+            }
+        }
+        // Failed: undo everywhere before anyone retries.
+        let undo = join_all(
+            self.nodes
+                .iter()
+                .map(|n| tokio::time::timeout(t, n.release(keys, token))),
+        )
+        .await;
+        let _ = tally(undo);
+        if self.nodes.len() - errors < quorum {
+            return Err(LockError::unavailable(
+                &self.label,
+                Some(name),
+                format!(
+                    "only {} of {} masters answered; a quorum of {quorum} is needed",
+                    self.nodes.len() - errors,
+                    self.nodes.len()
+                ),
+                None,
+            ));
+        }
+        Ok(Round::Held {
+            pttl_ms: if pttl == i64::MAX { 0 } else { pttl },
+        })
+    }
+
+    fn lease(&self, keys: &Keys, token: &str, name: &str, ttl: Duration) -> RedisLease {
+        RedisLease {
+            nodes: self.nodes.clone(),
+            keys: keys.clone(),
+            token: token.to_owned(),
+            quorum: self.cfg.quorum(),
+            redlock: self.redlock(),
+            name: name.to_owned(),
+            label: self.label.clone(),
+            per_node_timeout: self.per_node_timeout(ttl),
+        }
+    }
+
+    async fn acquire_inner(
+        &self,
+        name: &str,
+        opts: &AcquireOptions,
+        try_only: bool,
+    ) -> Result<Option<LockGuard>, LockError> {
+        name::validate(name)?;
+        opts.validate()?;
+        let keys = Keys::new(&self.cfg.prefix, name);
+        let token = owner_token();
+        let deadline = Deadline::after(opts.wait);
+        // Only single-instance waiters queue (FIFO); Redlock waiters retry after a random delay.
+        let queue = !try_only && !self.redlock();
+        let waits: Vec<Waiting> = if try_only {
+            Vec::new()
+        } else {
+            join_all(
+                self.nodes
+                    .iter()
+                    .zip(&self.subscribers)
+                    .map(|(n, s)| s.wait_on(&n.client, &keys.channel, &token)),
+            )
+            .await
+        };
+        // Whatever an interrupted attempt or a departed waiter left behind is removed.
+        let lease = self.lease(&keys, &token, name, opts.ttl);
+        let (cleanup_nodes, cleanup_keys, cleanup_token) =
+            (self.nodes.clone(), keys.clone(), token.clone());
+        let armed = CleanupOnDrop::new(move || {
+            Box::pin(async move {
+                for n in &cleanup_nodes {
+                    let _ = n.release(&cleanup_keys, &cleanup_token).await;
+                    let _ = n.leave(&cleanup_keys, &cleanup_token).await;
+                }
+            })
+        });
+        loop {
+            let started = Instant::now();
+            match self.round(&keys, &token, opts.ttl, queue, name).await? {
+                Round::Acquired {
+                    token: fence,
+                    validity,
+                } => {
+                    armed.disarm();
+                    return Ok(Some(LockGuard::new(GuardParts {
+                        name: name.to_owned(),
+                        backend: self.label.clone(),
+                        fencing_token: fence,
+                        ttl: opts.ttl,
+                        renew: opts.renew,
+                        acquired_at: started,
+                        validity: Some(validity),
+                        lease: Arc::new(lease),
+                        lost: LostSignal::new(),
+                    })));
+                }
+                Round::Held { pttl_ms } => {
+                    if try_only {
+                        armed.disarm();
+                        return Ok(None);
+                    }
+                    if deadline.expired() {
+                        armed.run_now().await;
+                        return Ok(None);
+                    }
+                    let until_expiry = if pttl_ms >= 0 {
+                        Duration::from_millis(pttl_ms as u64)
+                            + random_up_to(Duration::from_millis(3))
+                    } else {
+                        HEARTBEAT
+                    };
+                    let mut nap = until_expiry.min(HEARTBEAT);
+                    if self.redlock() {
+                        nap = nap.min(
+                            Duration::from_millis(20) + random_up_to(Duration::from_millis(80)),
+                        );
+                    }
+                    let woken = futures::future::select_all(
+                        waits.iter().map(|w| Box::pin(w.notify.notified())),
+                    );
+                    tokio::select! {
+                        _ = woken => {}
+                        _ = deadline.sleep(nap) => {}
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl DistributedLock for RedisLock {
+    async fn acquire(&self, name: &str, opts: &AcquireOptions) -> Result<LockGuard, LockError> {
+        self.acquire_inner(name, opts, false)
+            .await?
+            .ok_or_else(|| LockError::timeout(name, &self.label, opts.wait.unwrap_or_default()))
+    }
+
+    async fn try_acquire(
+        &self,
+        name: &str,
+        opts: &AcquireOptions,
+    ) -> Result<Option<LockGuard>, LockError> {
+        self.acquire_inner(name, opts, true).await
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::leased(Wakeup::Notify, !self.redlock()).with_queue_length(!self.redlock())
+    }
+
+    fn backend_name(&self) -> String {
+        self.label.clone()
+    }
+
+    async fn inspect(&self, name: &str) -> Result<LockInfo, LockError> {
+        name::validate(name)?;
+        let keys = Keys::new(&self.cfg.prefix, name);
+        let t = self.cfg.timeout;
+        let peeks = join_all(
+            self.nodes
+                .iter()
+                .map(|n| tokio::time::timeout(t, n.peek(&keys))),
+        )
+        .await;
+        let mut best: Option<(String, i64, Option<u64>, i64)> = None;
+        let mut votes = std::collections::HashMap::<String, usize>::new();
+        for p in peeks.into_iter().flatten() {
+            let p = p.map_err(|e| map(e, &self.label, Some(name)))?;
+            if let (Some(owner), pttl, fence, queued) = p {
+                *votes.entry(owner.clone()).or_default() += 1;
+                best = Some((owner, pttl, fence, queued));
+            }
+        }
+        Ok(match best {
+            Some((owner, pttl, fence, queued))
+                if votes.get(&owner).copied().unwrap_or(0) >= self.cfg.quorum() =>
+            {
+                LockInfo::held(
+                    fence,
+                    Some(owner),
+                    (pttl >= 0).then(|| Duration::from_millis(pttl as u64)),
+                    (!self.redlock()).then_some(queued.max(0) as usize),
+                )
+            }
+            _ => LockInfo::free(),
+        })
+    }
+}
+
+/// Connects from a `redis://` or `redlock://` URL.
+///
+/// # Errors
+/// As [`RedisConfig::from_url`] and [`RedisLock::connect`].
+pub async fn connect(url: &str) -> Result<Arc<dyn DistributedLock>, LockError> {
+    Ok(Arc::new(
+        RedisLock::connect(RedisConfig::from_url(url)?).await?,
+    ))
+}

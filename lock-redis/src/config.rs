@@ -1,0 +1,217 @@
+//! [`RedisConfig`]: nodes, credentials, key prefix and timeouts from a `redis://` or
+//! `redlock://` URL (or the builder).
+
+use std::fmt;
+use std::time::Duration;
+
+use lock_core::config::HostPort;
+use lock_core::{DistlockUrl, LockError};
+
+/// Single instance or Redlock quorum.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Topology {
+    /// One Redis server.
+    Single,
+    /// N independent masters (N odd, ≥ 3), quorum N/2+1.
+    Redlock,
+}
+
+/// Everything a Redis lock client needs. `Debug` never shows the password.
+#[derive(Clone)]
+pub struct RedisConfig {
+    /// Single or Redlock.
+    pub topology: Topology,
+    /// The server(s).
+    pub nodes: Vec<HostPort>,
+    /// Database number.
+    pub db: i64,
+    /// ACL user, if any.
+    pub user: Option<String>,
+    /// Password, if any (never printed).
+    password: Option<String>,
+    /// Prepended to every lock name to form the key (default empty, so a redis-py `Lock(name)`
+    /// and ours use the same key).
+    pub prefix: String,
+    /// Bound on connecting and on each command's reply.
+    pub timeout: Duration,
+}
+
+impl fmt::Debug for RedisConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisConfig")
+            .field("topology", &self.topology)
+            .field("nodes", &self.nodes)
+            .field("db", &self.db)
+            .field("user", &self.user)
+            .field("password", &self.password.as_ref().map(|_| "***"))
+            .field("prefix", &self.prefix)
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
+/// Parameters read from the URL.
+pub const KNOWN_PARAMS: &[&str] = &["prefix", "timeout"];
+
+impl RedisConfig {
+    /// A single-instance configuration for `host:port`.
+    pub fn single(host: &str, port: u16) -> Self {
+        RedisConfig {
+            topology: Topology::Single,
+            nodes: vec![HostPort {
+                host: host.to_owned(),
+                port,
+            }],
+            db: 0,
+            user: None,
+            password: None,
+            prefix: String::new(),
+            timeout: Duration::from_secs(3),
+        }
+    }
+
+    /// Sets the password (and optional ACL user).
+    pub fn with_auth(mut self, user: Option<String>, password: Option<String>) -> Self {
+        self.user = user;
+        self.password = password;
+        self
+    }
+
+    /// Parses `redis://[user:pass@]host:port[/db][?prefix=…&timeout=…]` or
+    /// `redlock://h1:p1,h2:p2,h3:p3[?…]`.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidConfig`] quoting the bad part (never the password).
+    pub fn from_url(url: &str) -> Result<Self, LockError> {
+        let u = DistlockUrl::parse(url, 6379)?;
+        let topology = match u.scheme.as_str() {
+            "redis" => Topology::Single,
+            "redlock" => Topology::Redlock,
+            "rediss" => {
+                return Err(LockError::invalid_config(format!(
+                    "{:?}: TLS (rediss://) is not built into this distlock; use redis:// on a trusted network or a TLS tunnel",
+                    u.redacted()
+                )))
+            }
+            other => {
+                return Err(LockError::invalid_config(format!(
+                    "scheme {other:?} in {:?} is not a Redis scheme (redis, redlock)",
+                    u.redacted()
+                )))
+            }
+        };
+        if u.hosts.is_empty() {
+            return Err(LockError::invalid_config(format!(
+                "{:?} names no host",
+                u.redacted()
+            )));
+        }
+        let db = if u.path.is_empty() {
+            0
+        } else {
+            u.path.parse::<i64>().map_err(|_| {
+                LockError::invalid_config(format!(
+                    "database {:?} in {:?} is not a number",
+                    u.path,
+                    u.redacted()
+                ))
+            })?
+        };
+        let mut p = u.params();
+        let prefix = p.take("prefix").unwrap_or_default();
+        let timeout = p
+            .take_duration("timeout")?
+            .unwrap_or(Duration::from_secs(3));
+        p.finish(KNOWN_PARAMS)?;
+        let cfg = RedisConfig {
+            topology,
+            nodes: u.hosts.clone(),
+            db,
+            user: u.user.clone(),
+            password: u.password.clone(),
+            prefix,
+            timeout,
+        };
+        cfg.validate().map_err(|e| match e {
+            LockError::InvalidConfig(m) => {
+                LockError::invalid_config(format!("{m} (in {:?})", u.redacted()))
+            }
+            other => other,
+        })?;
+        Ok(cfg)
+    }
+
+    /// Checks the node count: one for single, an odd number ≥ 3 for Redlock.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidConfig`].
+    pub fn validate(&self) -> Result<(), LockError> {
+        let n = self.nodes.len();
+        match self.topology {
+            Topology::Single if n != 1 => Err(LockError::invalid_config(format!(
+                "redis:// takes exactly one host, got {n}; use redlock:// for several masters"
+            ))),
+            Topology::Redlock if n < 3 || n % 2 == 0 => Err(LockError::invalid_config(format!(
+                "Redlock needs an odd number of at least 3 independent masters, got {n}"
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// The quorum: N/2 + 1.
+    pub fn quorum(&self) -> usize {
+        self.nodes.len() / 2 + 1
+    }
+
+    /// The redis-rs connection URL of node `i` (contains the password: never print it).
+    pub(crate) fn node_url(&self, i: usize) -> String {
+        let auth = match (&self.user, &self.password) {
+            (Some(u), Some(p)) => format!("{}:{}@", enc(u), enc(p)),
+            (None, Some(p)) => format!(":{}@", enc(p)),
+            (Some(u), None) => format!("{}@", enc(u)),
+            (None, None) => String::new(),
+        };
+        format!("redis://{auth}{}/{}", self.nodes[i], self.db)
+    }
+}
+
+fn enc(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_and_validates() {
+        let c = RedisConfig::from_url("redis://:s3cret@127.0.0.1:16379/2?prefix=locks:").unwrap();
+        assert_eq!(
+            (c.db, c.prefix.as_str(), c.nodes[0].port),
+            (2, "locks:", 16379)
+        );
+        assert!(!format!("{c:?}").contains("s3cret"));
+        let r = RedisConfig::from_url("redlock://a:1,b:2,c:3").unwrap();
+        assert_eq!(r.quorum(), 2);
+        for (bad, quoted) in [
+            ("redlock://a:1,b:2", "got 2"),
+            ("redlock://a:1,b:2,c:3,d:4", "got 4"),
+            ("redis://u:hunter2@h:1/x", "\"x\""),
+            ("redis://h?ttl=abc", "ttl"),
+            ("redis://h?timeout=abc", "timeout=abc"),
+            ("redis://a:1,b:2", "exactly one"),
+        ] {
+            let e = RedisConfig::from_url(bad).unwrap_err();
+            assert!(matches!(e, LockError::InvalidConfig(_)), "{bad}");
+            assert!(e.to_string().contains(quoted), "{bad}: {e}");
+            assert!(!e.to_string().contains("hunter2"));
+        }
+    }
+}

@@ -1,0 +1,43 @@
+-- Take the lock if it is free and no live waiter is queued ahead of us; in 'wait' mode, join
+-- (or refresh our place in) the FIFO queue when we do not get it.
+-- Invariants: the lock key is only ever SET when it does not exist (as SET NX would); a fencing
+-- token is max(counter + 1, server time in µs), so tokens strictly increase per name even after
+-- a restart without persistence wiped the counter; another application's non-string value at
+-- the key is reported, never touched.
+-- KEYS: 1 lock, 2 fencing counter, 3 queue (token -> arrival µs), 4 queue expiry (token -> ms)
+-- ARGV: 1 token, 2 ttl ms, 3 'try' | 'wait', 4 waiter ttl ms
+-- Returns {1, token} when acquired, {0, pttl ms, queue position} when not, {-1, type} when the
+-- key holds something that is not a lock.
+local t = redis.call('TIME')
+local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now_ms = math.floor(now_us / 1000)
+local stale = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now_ms)
+for _, w in ipairs(stale) do
+  redis.call('ZREM', KEYS[3], w)
+  redis.call('ZREM', KEYS[4], w)
+end
+local kind = redis.call('TYPE', KEYS[1])['ok']
+if kind ~= 'none' and kind ~= 'string' then
+  return {-1, kind}
+end
+local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
+if kind == 'none' and (head == nil or head == ARGV[1]) then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  local counter = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
+  local fence = math.max(counter + 1, now_us)
+  redis.call('SET', KEYS[2], string.format('%d', fence))
+  if head ~= nil then
+    redis.call('ZREM', KEYS[3], ARGV[1])
+    redis.call('ZREM', KEYS[4], ARGV[1])
+  end
+  return {1, fence}
+end
+if ARGV[3] == 'wait' then
+  redis.call('ZADD', KEYS[3], 'NX', now_us, ARGV[1])
+  redis.call('ZADD', KEYS[4], now_ms + tonumber(ARGV[4]), ARGV[1])
+  -- The queue vanishes on its own once nobody refreshes it.
+  redis.call('PEXPIRE', KEYS[3], tonumber(ARGV[4]) * 2)
+  redis.call('PEXPIRE', KEYS[4], tonumber(ARGV[4]) * 2)
+end
+local rank = redis.call('ZRANK', KEYS[3], ARGV[1]) or -1
+return {0, redis.call('PTTL', KEYS[1]), rank}

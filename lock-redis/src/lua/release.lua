@@ -1,0 +1,18 @@
+-- Release only our own lock, then wake the next queued waiter.
+-- Invariant: a key that does not hold our token (expired and re-taken, a redis-py holder,
+-- another application's data) is never deleted; GET on a non-string fails the script instead.
+-- KEYS: 1 lock, 2 queue, 3 queue expiry; ARGV: 1 token, 2 release channel
+-- Returns 1 when released, 0 when the lock was not ours.
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return 0
+end
+redis.call('DEL', KEYS[1])
+local t = redis.call('TIME')
+local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local stale = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now_ms)
+for _, w in ipairs(stale) do
+  redis.call('ZREM', KEYS[2], w)
+  redis.call('ZREM', KEYS[3], w)
+end
+redis.call('PUBLISH', ARGV[2], redis.call('ZRANGE', KEYS[2], 0, 0)[1] or '')
+return 1

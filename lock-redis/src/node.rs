@@ -1,0 +1,189 @@
+//! [`Node`]: one Redis server and the script calls distlock makes on it.
+
+use std::time::Duration;
+
+use lock_core::LockError;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{Client, RedisResult, Value};
+
+use crate::config::RedisConfig;
+use crate::error::map;
+use crate::keys::Keys;
+use crate::scripts::{ACQUIRE, EXTEND, FENCE_WRITEBACK, LEAVE, RELEASE};
+
+/// The outcome of one acquire script run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Attempt {
+    /// We hold it now, with this node's fencing token.
+    Acquired(u64),
+    /// Someone holds it (or waiters are ahead of us); the holder's lease has `pttl_ms` left
+    /// (-1: no expiry, e.g. a redis-py lock without timeout).
+    Held { pttl_ms: i64 },
+    /// The key holds another application's data of this Redis type.
+    Foreign(String),
+}
+
+/// One server: a reconnecting multiplexed connection plus the client to open pub/sub with.
+#[derive(Clone)]
+pub(crate) struct Node {
+    pub conn: ConnectionManager,
+    pub client: Client,
+}
+
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
+}
+
+fn int(v: &Value) -> i64 {
+    match v {
+        Value::Int(i) => *i,
+        Value::BulkString(b) => String::from_utf8_lossy(b).parse().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+impl Node {
+    /// Connects to node `i` of `cfg`, bounded by `cfg.timeout`. With `lazy`, the connection is
+    /// only checked by a PING (an unreachable node is returned as an error but can be retried
+    /// later by [`Node::lazy`]).
+    pub(crate) async fn connect(
+        cfg: &RedisConfig,
+        i: usize,
+        label: &str,
+    ) -> Result<Node, LockError> {
+        let node = Self::lazy(cfg, i, label)?;
+        let mut c = node.conn.clone();
+        let cmd = redis::cmd("PING");
+        let ping = cmd.query_async::<String>(&mut c);
+        match tokio::time::timeout(cfg.timeout + Duration::from_secs(1), ping).await {
+            Ok(Ok(_)) => Ok(node),
+            Ok(Err(e)) => Err(map(e, label, None)),
+            Err(_) => Err(LockError::unavailable(
+                label,
+                None,
+                format!("no answer from {} within {:?}", cfg.nodes[i], cfg.timeout),
+                None,
+            )),
+        }
+    }
+
+    /// A node whose connection is opened on first use (and re-opened after failures).
+    pub(crate) fn lazy(cfg: &RedisConfig, i: usize, label: &str) -> Result<Node, LockError> {
+        let client = Client::open(cfg.node_url(i)).map_err(|e| {
+            LockError::invalid_config(format!(
+                "{label}: bad address {}: {:?}",
+                cfg.nodes[i],
+                e.kind()
+            ))
+        })?;
+        let mgr_cfg = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(cfg.timeout))
+            .set_response_timeout(Some(cfg.timeout))
+            .set_number_of_retries(2)
+            .set_max_delay(Duration::from_millis(200));
+        let conn = ConnectionManager::new_lazy_with_config(client.clone(), mgr_cfg)
+            .map_err(|e| map(e, label, None))?;
+        Ok(Node { conn, client })
+    }
+
+    pub(crate) async fn acquire(
+        &self,
+        keys: &Keys,
+        token: &str,
+        ttl: Duration,
+        wait: bool,
+        waiter_ttl: Duration,
+    ) -> RedisResult<Attempt> {
+        let mut c = self.conn.clone();
+        let reply: Vec<Value> = ACQUIRE
+            .key(&keys.lock)
+            .key(&keys.fence)
+            .key(&keys.queue)
+            .key(&keys.qexp)
+            .arg(token)
+            .arg(ms(ttl))
+            .arg(if wait { "wait" } else { "try" })
+            .arg(ms(waiter_ttl))
+            .invoke_async(&mut c)
+            .await?;
+        Ok(match reply.first().map(int) {
+            Some(1) => Attempt::Acquired(reply.get(1).map(int).unwrap_or(0).max(0) as u64),
+            Some(-1) => Attempt::Foreign(match reply.get(1) {
+                Some(Value::BulkString(b)) => String::from_utf8_lossy(b).into_owned(),
+                Some(Value::SimpleString(s)) => s.clone(),
+                _ => "unknown".to_owned(),
+            }),
+            _ => Attempt::Held {
+                pttl_ms: reply.get(1).map(int).unwrap_or(-2),
+            },
+        })
+    }
+
+    pub(crate) async fn release(&self, keys: &Keys, token: &str) -> RedisResult<bool> {
+        let mut c = self.conn.clone();
+        let n: i64 = RELEASE
+            .key(&keys.lock)
+            .key(&keys.queue)
+            .key(&keys.qexp)
+            .arg(token)
+            .arg(&keys.channel)
+            .invoke_async(&mut c)
+            .await?;
+        Ok(n == 1)
+    }
+
+    pub(crate) async fn extend(
+        &self,
+        keys: &Keys,
+        token: &str,
+        ttl: Duration,
+    ) -> RedisResult<bool> {
+        let mut c = self.conn.clone();
+        let n: i64 = EXTEND
+            .key(&keys.lock)
+            .arg(token)
+            .arg(ms(ttl))
+            .invoke_async(&mut c)
+            .await?;
+        Ok(n == 1)
+    }
+
+    pub(crate) async fn leave(&self, keys: &Keys, token: &str) -> RedisResult<()> {
+        let mut c = self.conn.clone();
+        let _: i64 = LEAVE
+            .key(&keys.lock)
+            .key(&keys.queue)
+            .key(&keys.qexp)
+            .arg(token)
+            .arg(&keys.channel)
+            .invoke_async(&mut c)
+            .await?;
+        Ok(())
+    }
+
+    pub(crate) async fn writeback(&self, keys: &Keys, token: u64) -> RedisResult<()> {
+        let mut c = self.conn.clone();
+        let _: i64 = FENCE_WRITEBACK
+            .key(&keys.fence)
+            .arg(token)
+            .invoke_async(&mut c)
+            .await?;
+        Ok(())
+    }
+
+    /// Holder's (token, pttl) and the fencing counter, for `inspect`.
+    pub(crate) async fn peek(
+        &self,
+        keys: &Keys,
+    ) -> RedisResult<(Option<String>, i64, Option<u64>, i64)> {
+        let mut c = self.conn.clone();
+        let (owner, pttl, fence, queued): (Option<String>, i64, Option<u64>, i64) = redis::pipe()
+            .get(&keys.lock)
+            .pttl(&keys.lock)
+            .get(&keys.fence)
+            .zcard(&keys.queue)
+            .query_async(&mut c)
+            .await?;
+        Ok((owner, pttl, fence, queued))
+    }
+}

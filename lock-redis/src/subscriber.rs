@@ -1,0 +1,159 @@
+//! [`Subscriber`]: ONE pub/sub connection per client and node, fanning release messages out to
+//! the waiters of each lock. A release message carries the token of the next queued waiter, so
+//! only that waiter is woken (a message naming nobody here wakes every local waiter of the lock).
+//! Channels are subscribed while someone waits on them and unsubscribed when the last one
+//! leaves. If the connection dies, waiters still re-check on their heartbeat and the next
+//! registration opens a new one.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use futures::StreamExt;
+use redis::aio::PubSubSink;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+type Channels = Arc<Mutex<HashMap<String, HashMap<String, Arc<Notify>>>>>;
+
+struct Live {
+    sink: PubSubSink,
+    reader: JoinHandle<()>,
+}
+
+/// One pub/sub connection, opened on first use.
+#[derive(Default)]
+pub(crate) struct Subscriber {
+    channels: Channels,
+    /// Serializes subscribe/unsubscribe so a late unsubscribe never drops a new waiter's channel.
+    live: tokio::sync::Mutex<Option<Live>>,
+}
+
+impl Drop for Subscriber {
+    fn drop(&mut self) {
+        if let Ok(mut live) = self.live.try_lock() {
+            if let Some(l) = live.take() {
+                l.reader.abort();
+            }
+        }
+    }
+}
+
+/// A waiter's registration; leaves the channel when dropped.
+pub(crate) struct Waiting {
+    pub notify: Arc<Notify>,
+    channel: String,
+    token: String,
+    sub: Arc<Subscriber>,
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        let empty = {
+            let mut ch = self.sub.channels.lock().unwrap_or_else(|p| p.into_inner());
+            let empty = match ch.get_mut(&self.channel) {
+                Some(w) => {
+                    w.remove(&self.token);
+                    w.is_empty()
+                }
+                None => false,
+            };
+            if empty {
+                ch.remove(&self.channel);
+            }
+            empty
+        };
+        if empty {
+            if let Ok(h) = tokio::runtime::Handle::try_current() {
+                let (sub, channel) = (Arc::clone(&self.sub), self.channel.clone());
+                h.spawn(async move { sub.unsubscribe_if_idle(&channel).await });
+            }
+        }
+    }
+}
+
+impl Subscriber {
+    /// Registers `token` as a waiter on `channel`, subscribing first if needed. Errors are
+    /// swallowed into "no push wake-ups" (the waiter's heartbeat still re-checks).
+    pub(crate) async fn wait_on(
+        self: &Arc<Self>,
+        client: &redis::Client,
+        channel: &str,
+        token: &str,
+    ) -> Waiting {
+        let notify = Arc::new(Notify::new());
+        let first = {
+            let mut ch = self.channels.lock().unwrap_or_else(|p| p.into_inner());
+            let w = ch.entry(channel.to_owned()).or_default();
+            w.insert(token.to_owned(), Arc::clone(&notify));
+            w.len() == 1
+        };
+        if first {
+            let mut live = self.live.lock().await;
+            if live.as_ref().is_none_or(|l| l.reader.is_finished()) {
+                *live = self.open(client).await;
+            }
+            if let Some(l) = live.as_mut() {
+                if let Err(e) = l.sink.subscribe(channel).await {
+                    tracing::warn!(error = %e, "redis SUBSCRIBE failed; waiters fall back to their heartbeat");
+                }
+            }
+        }
+        Waiting {
+            notify,
+            channel: channel.to_owned(),
+            token: token.to_owned(),
+            sub: Arc::clone(self),
+        }
+    }
+
+    async fn open(&self, client: &redis::Client) -> Option<Live> {
+        let pubsub = match client.get_async_pubsub().await {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!(error = %e, "redis pub/sub connection failed");
+                return None;
+            }
+        };
+        let (sink, mut stream) = pubsub.split();
+        let channels = Arc::clone(&self.channels);
+        let reader = tokio::spawn(async move {
+            while let Some(msg) = stream.next().await {
+                let next: String = msg.get_payload().unwrap_or_default();
+                let ch = channels.lock().unwrap_or_else(|p| p.into_inner());
+                if let Some(waiters) = ch.get(msg.get_channel_name()) {
+                    match waiters.get(&next) {
+                        Some(n) => n.notify_one(),
+                        None => waiters.values().for_each(|n| n.notify_one()),
+                    }
+                }
+            }
+        });
+        // Re-subscribe everything waited on (after a reconnect).
+        let mut live = Live { sink, reader };
+        let names: Vec<String> = self
+            .channels
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .cloned()
+            .collect();
+        for c in names {
+            let _ = live.sink.subscribe(&c).await;
+        }
+        Some(live)
+    }
+
+    async fn unsubscribe_if_idle(&self, channel: &str) {
+        let mut live = self.live.lock().await;
+        let idle = !self
+            .channels
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(channel);
+        if idle {
+            if let Some(l) = live.as_mut() {
+                let _ = l.sink.unsubscribe(channel).await;
+            }
+        }
+    }
+}

@@ -1,0 +1,153 @@
+//! The conformance harness for the Redis backend: real redis-server processes from
+//! `scripts/services.sh up` (16379 single, 17001–17005 Redlock masters).
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use lock_core::conformance::{CrashableClient, Harness};
+use lock_core::fault::FaultProxy;
+use lock_core::{DistributedLock, LockError};
+
+pub fn single_url() -> String {
+    std::env::var("DISTLOCK_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:16379".into())
+}
+
+pub fn redlock_url() -> String {
+    std::env::var("DISTLOCK_TEST_REDLOCK_URL").unwrap_or_else(|_| {
+        "redlock://127.0.0.1:17001,127.0.0.1:17002,127.0.0.1:17003,127.0.0.1:17004,127.0.0.1:17005".into()
+    })
+}
+
+/// The `host:port`s of a URL.
+pub fn ports(url: &str) -> Vec<u16> {
+    let hosts = url
+        .split("://")
+        .nth(1)
+        .unwrap()
+        .split(['/', '?'])
+        .next()
+        .unwrap();
+    hosts
+        .split(',')
+        .map(|h| h.rsplit(':').next().unwrap().parse().unwrap())
+        .collect()
+}
+
+pub async fn connect_or_explain(url: &str) -> Arc<dyn DistributedLock> {
+    match lock_redis::connect(url).await {
+        Ok(l) => l,
+        Err(e) => {
+            panic!("cannot reach {url}: {e}\nstart the test stores with `scripts/services.sh up`")
+        }
+    }
+}
+
+pub async fn raw(port: u16) -> redis::aio::MultiplexedConnection {
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}")).unwrap();
+    match client.get_multiplexed_async_connection().await {
+        Ok(c) => c,
+        Err(e) => panic!("cannot reach redis on {port}: {e}\nstart the test stores with `scripts/services.sh up`"),
+    }
+}
+
+pub struct RedisHarness {
+    pub url: String,
+    pub ports: Vec<u16>,
+}
+
+impl RedisHarness {
+    pub fn single() -> Self {
+        let url = single_url();
+        RedisHarness {
+            ports: ports(&url),
+            url,
+        }
+    }
+
+    pub fn redlock() -> Self {
+        let url = redlock_url();
+        RedisHarness {
+            ports: ports(&url),
+            url,
+        }
+    }
+
+    fn scheme(&self) -> &str {
+        self.url.split("://").next().unwrap()
+    }
+}
+
+#[async_trait]
+impl Harness for RedisHarness {
+    async fn client(&self) -> Arc<dyn DistributedLock> {
+        connect_or_explain(&self.url).await
+    }
+
+    async fn crashable_client(&self) -> CrashableClient {
+        let mut proxies = Vec::new();
+        for p in &self.ports {
+            proxies.push(
+                FaultProxy::start(([127, 0, 0, 1], *p).into())
+                    .await
+                    .unwrap(),
+            );
+        }
+        let hosts: Vec<String> = proxies
+            .iter()
+            .map(|p| format!("127.0.0.1:{}", p.addr().port()))
+            .collect();
+        let url = format!("{}://{}", self.scheme(), hosts.join(","));
+        let lock = connect_or_explain(&url).await;
+        CrashableClient {
+            lock,
+            crash: Box::new(move || {
+                Box::pin(async move {
+                    for p in &proxies {
+                        p.kill();
+                    }
+                    drop(proxies);
+                })
+            }),
+        }
+    }
+
+    async fn remove_underneath(&self, name: &str) {
+        for p in &self.ports {
+            let mut c = raw(*p).await;
+            let _: i64 = redis::cmd("DEL")
+                .arg(name)
+                .query_async(&mut c)
+                .await
+                .unwrap();
+        }
+    }
+
+    async fn traces(&self, name: &str) -> usize {
+        let mut n = 0;
+        for p in &self.ports {
+            let mut c = raw(*p).await;
+            let exists: i64 = redis::cmd("EXISTS")
+                .arg(name)
+                .query_async(&mut c)
+                .await
+                .unwrap();
+            let queued: i64 = redis::cmd("ZCARD")
+                .arg(format!("{{{name}}}:queue"))
+                .query_async(&mut c)
+                .await
+                .unwrap();
+            n += (exists + queued) as usize;
+        }
+        n
+    }
+
+    async fn unreachable(&self) -> Result<Arc<dyn DistributedLock>, LockError> {
+        let url = if self.ports.len() == 1 {
+            "redis://127.0.0.1:1?timeout=1s".to_owned()
+        } else {
+            "redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3?timeout=1s".to_owned()
+        };
+        lock_redis::connect(&url).await
+    }
+}
