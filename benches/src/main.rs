@@ -1,2 +1,261 @@
-//! distlock benchmark harness (in progress).
-fn main() {}
+//! distlock's comparison benchmark: every selected backend beside its raw store primitive and
+//! a peer, in one run, with a Markdown table, JSON and charts under `target/bench-report/`.
+//!
+//! `cargo run --release -p benches` with no arguments measures the embedded SQLite default and
+//! needs no services; `--all` adds every store `scripts/services.sh up` provides.
+
+mod charts;
+mod peers;
+mod raw;
+mod report;
+mod scenarios;
+mod stats;
+mod targets;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+use lock_core::{parse_duration, DistributedLock};
+
+use scenarios::ResultRow;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "benches",
+    about = "distlock comparison benchmarks (report in target/bench-report/)"
+)]
+struct Args {
+    /// Every store `scripts/services.sh up` provides (plus SQLite).
+    #[arg(long)]
+    all: bool,
+    /// A store to measure (repeatable); default: the embedded SQLite.
+    #[arg(long = "url")]
+    urls: Vec<String>,
+    /// Scenarios to run (repeatable): uncontended, contended, failover, scaling. Default: all.
+    #[arg(long = "scenario")]
+    scenarios: Vec<String>,
+    /// Workers in the contended scenario.
+    #[arg(long, default_value_t = 8)]
+    workers: usize,
+    /// Length of each timed measurement.
+    #[arg(long, default_value = "3s", value_parser = parse_dur)]
+    duration: Duration,
+    /// Shorter measurements and smaller scaling steps (for CI).
+    #[arg(long)]
+    quick: bool,
+    /// Where the report goes.
+    #[arg(long, default_value = "target/bench-report")]
+    out: PathBuf,
+    #[command(subcommand)]
+    cmd: Option<Cmd>,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// (internal) hold a lock until killed: the failover scenario's victim.
+    #[command(hide = true)]
+    Hold {
+        #[arg(long)]
+        url: String,
+        #[arg(long)]
+        name: String,
+        #[arg(long, value_parser = parse_dur)]
+        ttl: Duration,
+    },
+}
+
+fn parse_dur(s: &str) -> Result<Duration, String> {
+    parse_duration(s).map_err(|e| e.to_string())
+}
+
+fn sqlite_default() -> String {
+    let dir = std::env::temp_dir().join(format!("distlock-bench-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&dir);
+    format!("sqlite://{}/bench.db", dir.display())
+}
+
+async fn clients(url: &str, n: usize) -> Result<Vec<Arc<dyn DistributedLock>>, String> {
+    let mut v = Vec::with_capacity(n);
+    for _ in 0..n {
+        v.push(targets::connect(url).await.map_err(|e| e.to_string())?);
+    }
+    Ok(v)
+}
+
+struct Plan {
+    uncontended: bool,
+    contended: bool,
+    failover: bool,
+    scaling: bool,
+}
+
+async fn run_target(
+    url: &str,
+    args: &Args,
+    plan: &Plan,
+    bar: &ProgressBar,
+    rows: &mut Vec<ResultRow>,
+    versions: &mut Vec<String>,
+) -> Result<(), String> {
+    let t = targets::target(url).map_err(|e| e.to_string())?;
+    let label = t.label.clone();
+    let lock = targets::connect(url)
+        .await
+        .map_err(|e| format!("{label}: {e} (is `scripts/services.sh up` running?)"))?;
+    let raw = raw::RawClient::connect(&t)
+        .await
+        .map_err(|e| format!("{label} raw: {e}"))?;
+    versions.push(format!("{label}: {}", raw.version().await));
+    let d = if args.quick {
+        args.duration.min(Duration::from_millis(700))
+    } else {
+        args.duration
+    };
+    if plan.uncontended {
+        bar.set_message(format!("{label}: uncontended"));
+        rows.push(scenarios::uncontended::run(&label, &*lock, Some(&raw), d).await?);
+        bar.inc(1);
+    }
+    if plan.contended {
+        bar.set_message(format!("{label}: contended ({} workers)", args.workers));
+        rows.push(scenarios::contended::run(&label, clients(url, args.workers).await?, d).await?);
+        if t.url.starts_with("redis://") {
+            let mut naive: Vec<Arc<dyn DistributedLock>> = Vec::new();
+            for _ in 0..args.workers {
+                naive.push(Arc::new(
+                    peers::NaivePollingLock::connect(url)
+                        .await
+                        .map_err(|e| e.to_string())?,
+                ));
+            }
+            rows.push(scenarios::contended::run("naive-poll (redis)", naive, d).await?);
+        }
+        bar.inc(1);
+    }
+    if plan.failover {
+        bar.set_message(format!("{label}: failover"));
+        rows.push(scenarios::failover::run(&label, url, &*lock).await?);
+        bar.inc(1);
+    }
+    if plan.scaling {
+        bar.set_message(format!("{label}: scaling"));
+        let steps: &[usize] = if args.quick {
+            &[1, 10, 100]
+        } else {
+            &[1, 10, 100, 1000]
+        };
+        let pool = clients(url, 8).await?;
+        for &n in steps {
+            rows.push(scenarios::scaling::waiters(&label, &pool, n).await?);
+        }
+        if t.raw == targets::Raw::SqlForUpdate {
+            rows.push(ResultRow {
+                backend: label.clone(),
+                scenario: "skipped scaling-names".into(),
+                note: "for_update keeps one connection per held lock; 10,000 held names would need 10,000 connections".into(),
+                ..Default::default()
+            });
+        } else {
+            let n = if args.quick { 1000 } else { 10_000 };
+            rows.push(scenarios::scaling::names(&label, Arc::clone(&lock), n).await?);
+        }
+        bar.inc(1);
+    }
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() {
+    let args = Args::parse();
+    if let Some(Cmd::Hold { url, name, ttl }) = &args.cmd {
+        let code = match targets::connect(url).await {
+            Ok(lock) => match scenarios::failover::hold(&*lock, name, *ttl).await {
+                Ok(()) => 0,
+                Err(e) => {
+                    println!("ERROR {e}");
+                    1
+                }
+            },
+            Err(e) => {
+                println!("ERROR {e}");
+                1
+            }
+        };
+        std::process::exit(code);
+    }
+    let mut urls = args.urls.clone();
+    if args.all {
+        urls.push(sqlite_default());
+        urls.extend(targets::all_service_urls());
+    }
+    if urls.is_empty() {
+        urls.push(sqlite_default());
+    }
+    let want = |s: &str| args.scenarios.is_empty() || args.scenarios.iter().any(|x| x == s);
+    let plan = Plan {
+        uncontended: want("uncontended"),
+        contended: want("contended"),
+        failover: want("failover"),
+        scaling: want("scaling"),
+    };
+    let steps = [
+        plan.uncontended,
+        plan.contended,
+        plan.failover,
+        plan.scaling,
+    ]
+    .iter()
+    .filter(|b| **b)
+    .count();
+    let bar = ProgressBar::new((urls.len() * steps) as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let (mut rows, mut versions, mut failures) = (Vec::new(), Vec::new(), Vec::new());
+    for url in &urls {
+        if let Err(e) = run_target(url, &args, &plan, &bar, &mut rows, &mut versions).await {
+            failures.push(e);
+        }
+    }
+    bar.finish_and_clear();
+    let header = report::Header {
+        settings: format!(
+            "workers={} duration={:?}{} scenarios={}",
+            args.workers,
+            args.duration,
+            if args.quick { " (quick)" } else { "" },
+            if args.scenarios.is_empty() {
+                "all".into()
+            } else {
+                args.scenarios.join(",")
+            }
+        ),
+        versions,
+    };
+    if let Err(e) = report::write(&args.out, &header, &rows) {
+        eprintln!("cannot write the report to {}: {e}", args.out.display());
+        std::process::exit(1);
+    }
+    let png = charts::init_font();
+    match charts::write(&args.out, &rows, png) {
+        Ok(files) => eprintln!("charts: {}", files.join(", ")),
+        Err(e) => eprintln!("charts failed: {e}"),
+    }
+    println!("{}", report::markdown(&header, &rows));
+    println!("report: {}/report.md", args.out.display());
+    let violations: u64 = rows.iter().map(|r| r.violations).sum();
+    for f in &failures {
+        eprintln!("FAILED: {f}");
+    }
+    if violations > 0 {
+        eprintln!("MUTUAL EXCLUSION OR FENCING VIOLATIONS: {violations}");
+        std::process::exit(2);
+    }
+    if !failures.is_empty() {
+        std::process::exit(1);
+    }
+}

@@ -3,7 +3,6 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
@@ -83,7 +82,7 @@ impl Wakeups {
                 if let Err(e) = listen(&url, &channel, &waiters).await {
                     tracing::warn!(error = %e, "postgres LISTEN connection failed; retrying");
                 }
-                tokio::time::sleep(Duration::from_secs(1)).await;
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
             }
         }));
     }

@@ -23,7 +23,7 @@ use tokio::time::Instant;
 use crate::backend::SqlLock;
 use crate::config::Dialect;
 use crate::error::{classify, map, Failure};
-use crate::statements::{notify_channel, Statements};
+use crate::statements::Statements;
 
 /// Deadlock retries per attempt before the error is surfaced (each is a fresh statement).
 const MAX_RETRIES: u32 = 50;
@@ -102,8 +102,10 @@ pub(crate) async fn acquire(
     let pg = lock.cfg.dialect == Dialect::Postgres;
     let registration = (pg && !try_only).then(|| {
         #[cfg(feature = "postgres")]
-        lock.wakeups
-            .ensure_listener(lock.cfg.driver_url(), &notify_channel(&lock.cfg.table));
+        lock.wakeups.ensure_listener(
+            lock.cfg.driver_url(),
+            &crate::statements::notify_channel(&lock.cfg.table),
+        );
         lock.wakeups.register(name)
     });
     let mut backoff = Backoff::new(Duration::from_millis(2), Duration::from_millis(100));

@@ -1,0 +1,229 @@
+//! The raw store primitives each lock is measured against, issued the textbook way.
+
+use std::str::FromStr;
+
+use redis::aio::MultiplexedConnection;
+use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
+use sqlx::{AnyPool, AssertSqlSafe};
+
+use crate::targets::{Raw, Target};
+
+/// The raw table (never used by distlock itself).
+const TABLE: &str = "distlock_bench_raw";
+
+/// A raw client for one target.
+pub enum RawClient {
+    /// SQL: INSERT + DELETE, or BEGIN / SELECT … FOR UPDATE / COMMIT.
+    Sql {
+        pool: AnyPool,
+        pg: bool,
+        for_update: bool,
+    },
+    /// Redis: SET NX PX + compare-and-delete, on every node concurrently.
+    Redis {
+        nodes: Vec<MultiplexedConnection>,
+        del: redis::Script,
+    },
+}
+
+fn sql_url(url: &str) -> String {
+    let base = url.split('?').next().unwrap_or(url);
+    if base.starts_with("sqlite:") {
+        format!("{base}?mode=rwc")
+    } else {
+        base.replacen("mariadb://", "mysql://", 1)
+    }
+}
+
+impl RawClient {
+    /// Connects like the lock does (same store, own connections).
+    pub async fn connect(t: &Target) -> Result<Self, String> {
+        match t.raw {
+            Raw::SqlInsertDelete | Raw::SqlForUpdate => {
+                sqlx::any::install_default_drivers();
+                let opts =
+                    AnyConnectOptions::from_str(&sql_url(&t.url)).map_err(|e| e.to_string())?;
+                let sqlite = t.url.starts_with("sqlite");
+                // The same SQLite settings the lock uses, so the comparison is like for like.
+                let pool = AnyPoolOptions::new()
+                    .max_connections(4)
+                    .after_connect(move |conn, _| {
+                        Box::pin(async move {
+                            if sqlite {
+                                use sqlx::Executor;
+                                conn.execute("PRAGMA journal_mode = WAL").await?;
+                                conn.execute("PRAGMA busy_timeout = 10000").await?;
+                                conn.execute("PRAGMA synchronous = NORMAL").await?;
+                            }
+                            Ok(())
+                        })
+                    })
+                    .connect_with(opts)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let pg = t.url.starts_with("postgres");
+                let name_type = if t.url.starts_with("mysql") || t.url.starts_with("mariadb") {
+                    "VARBINARY(1024)"
+                } else {
+                    "TEXT"
+                };
+                let create = format!("CREATE TABLE IF NOT EXISTS {TABLE} (name {name_type} NOT NULL PRIMARY KEY, owner VARCHAR(64) NOT NULL, expires_at BIGINT NOT NULL)");
+                sqlx::query(AssertSqlSafe(create))
+                    .execute(&pool)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                Ok(RawClient::Sql {
+                    pool,
+                    pg,
+                    for_update: t.raw == Raw::SqlForUpdate,
+                })
+            }
+            Raw::RedisSetDel => {
+                let hosts = t
+                    .url
+                    .split("://")
+                    .nth(1)
+                    .unwrap_or("")
+                    .split(['/', '?'])
+                    .next()
+                    .unwrap_or("");
+                let mut nodes = Vec::new();
+                for h in hosts.split(',') {
+                    let client =
+                        redis::Client::open(format!("redis://{h}")).map_err(|e| e.to_string())?;
+                    nodes.push(
+                        client
+                            .get_multiplexed_async_connection()
+                            .await
+                            .map_err(|e| e.to_string())?,
+                    );
+                }
+                let del = redis::Script::new(
+                    "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
+                );
+                Ok(RawClient::Redis { nodes, del })
+            }
+        }
+    }
+
+    /// One acquire+release-shaped cycle on `name`.
+    pub async fn cycle(&self, name: &str) -> Result<(), String> {
+        match self {
+            RawClient::Sql {
+                pool,
+                pg,
+                for_update: false,
+            } => {
+                let (ins, del) = if *pg {
+                    (
+                        format!(
+                            "INSERT INTO {TABLE} (name, owner, expires_at) VALUES ($1, $2, $3)"
+                        ),
+                        format!("DELETE FROM {TABLE} WHERE name = $1 AND owner = $2"),
+                    )
+                } else {
+                    (
+                        format!("INSERT INTO {TABLE} (name, owner, expires_at) VALUES (?, ?, ?)"),
+                        format!("DELETE FROM {TABLE} WHERE name = ? AND owner = ?"),
+                    )
+                };
+                sqlx::query(AssertSqlSafe(ins))
+                    .bind(name)
+                    .bind("raw")
+                    .bind(0i64)
+                    .execute(pool)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                sqlx::query(AssertSqlSafe(del))
+                    .bind(name)
+                    .bind("raw")
+                    .execute(pool)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                Ok(())
+            }
+            RawClient::Sql {
+                pool,
+                pg,
+                for_update: true,
+            } => {
+                let sel = if *pg {
+                    format!("SELECT name FROM {TABLE} WHERE name = $1 FOR UPDATE")
+                } else {
+                    format!("SELECT name FROM {TABLE} WHERE name = ? FOR UPDATE")
+                };
+                let mut tx = pool.begin().await.map_err(|e| e.to_string())?;
+                sqlx::query(AssertSqlSafe(sel))
+                    .bind(name)
+                    .fetch_optional(&mut *tx)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                tx.commit().await.map_err(|e| e.to_string())
+            }
+            RawClient::Redis { nodes, del } => {
+                let one = |mut c: MultiplexedConnection| async move {
+                    let _: Option<String> = redis::cmd("SET")
+                        .arg(name)
+                        .arg("raw")
+                        .arg("NX")
+                        .arg("PX")
+                        .arg(30_000)
+                        .query_async(&mut c)
+                        .await?;
+                    let _: i64 = del.key(name).arg("raw").invoke_async(&mut c).await?;
+                    Ok::<(), redis::RedisError>(())
+                };
+                let results = futures::future::join_all(nodes.iter().cloned().map(one)).await;
+                results
+                    .into_iter()
+                    .collect::<Result<Vec<()>, _>>()
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
+            }
+        }
+    }
+}
+
+impl RawClient {
+    /// The store's version string, for the report header.
+    pub async fn version(&self) -> String {
+        match self {
+            RawClient::Sql { pool, .. } => {
+                let q = match pool.any_kind_name() {
+                    "SQLite" => "SELECT sqlite_version()",
+                    _ => "SELECT version()",
+                };
+                match sqlx::query_scalar::<_, String>(q).fetch_one(pool).await {
+                    Ok(v) => v.split(" on ").next().unwrap_or(&v).to_owned(),
+                    Err(e) => format!("unknown ({e})"),
+                }
+            }
+            RawClient::Redis { nodes, .. } => {
+                let mut c = nodes[0].clone();
+                let info: String = redis::cmd("INFO")
+                    .arg("server")
+                    .query_async(&mut c)
+                    .await
+                    .unwrap_or_default();
+                info.lines()
+                    .find_map(|l| l.strip_prefix("redis_version:"))
+                    .map(|v| format!("Redis {}", v.trim()))
+                    .unwrap_or_else(|| "Redis (unknown)".into())
+            }
+        }
+    }
+}
+
+trait KindName {
+    fn any_kind_name(&self) -> &'static str;
+}
+
+impl KindName for AnyPool {
+    fn any_kind_name(&self) -> &'static str {
+        match self.connect_options().database_url.scheme() {
+            "sqlite" => "SQLite",
+            "postgres" | "postgresql" => "PostgreSQL",
+            _ => "MySQL",
+        }
+    }
+}

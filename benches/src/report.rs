@@ -1,0 +1,186 @@
+//! The report: `report.md` (tables), `results.json`, and the charts, under `target/bench-report/`.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use crate::scenarios::ResultRow;
+
+/// Settings and machine facts written at the top of the report.
+pub struct Header {
+    /// Command-line settings.
+    pub settings: String,
+    /// Store versions, one line each.
+    pub versions: Vec<String>,
+}
+
+fn f(v: f64) -> String {
+    if v >= 100.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.1}")
+    }
+}
+
+fn opt(v: Option<f64>) -> String {
+    v.map(f).unwrap_or_else(|| "–".into())
+}
+
+/// Targets from the issue that the report checks plainly.
+fn verdicts(rows: &[ResultRow]) -> Vec<String> {
+    let mut out = Vec::new();
+    for r in rows.iter().filter(|r| r.scenario == "uncontended") {
+        if let Some(ratio) = r.ratio_vs_baseline {
+            let verdict = if ratio >= 0.8 { "meets" } else { "MISSES" };
+            out.push(format!(
+                "- {}: lock ÷ raw = {ratio:.2} — {verdict} the ≥ 0.8× target",
+                r.backend
+            ));
+        }
+    }
+    let naive = rows
+        .iter()
+        .find(|r| r.scenario == "contended" && r.backend.starts_with("naive"));
+    for r in rows
+        .iter()
+        .filter(|r| r.scenario == "contended" && !r.backend.starts_with("naive"))
+    {
+        if let Some(n) = naive {
+            if r.backend == "redis" {
+                let verdict = if r.p99_us < n.p99_us {
+                    "beats"
+                } else {
+                    "DOES NOT beat"
+                };
+                out.push(format!(
+                    "- {}: contended wait p99 {} µs vs naive polling {} µs — {verdict} the polling baseline",
+                    r.backend,
+                    f(r.p99_us),
+                    f(n.p99_us)
+                ));
+            }
+        }
+        if let Some(s) = r.same_holder_fraction {
+            out.push(format!(
+                "- {}: releasing worker re-took the lock in {:.0}% of handoffs (Jain {:.2})",
+                r.backend,
+                s * 100.0,
+                r.jain_index.unwrap_or(0.0)
+            ));
+        }
+    }
+    out
+}
+
+/// Renders `report.md`.
+pub fn markdown(h: &Header, rows: &[ResultRow]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "# distlock benchmark report\n");
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(0);
+    let _ = writeln!(s, "- machine: {cores} cores, {}", std::env::consts::OS);
+    for v in &h.versions {
+        let _ = writeln!(s, "- store: {v}");
+    }
+    let _ = writeln!(s, "- settings: {}\n", h.settings);
+    let _ = writeln!(s, "## Uncontended (one client, acquire + release)\n");
+    let _ = writeln!(
+        s,
+        "| backend | cycles/s | p50 µs | p99 µs | p999 µs | raw primitive/s | lock ÷ raw |"
+    );
+    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|");
+    for r in rows.iter().filter(|r| r.scenario == "uncontended") {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            r.backend,
+            f(r.ops_per_sec),
+            f(r.p50_us),
+            f(r.p99_us),
+            f(r.p999_us),
+            opt(r.baseline_ops_per_sec),
+            r.ratio_vs_baseline
+                .map(|v| format!("{v:.2}"))
+                .unwrap_or_else(|| "–".into())
+        );
+    }
+    let _ = writeln!(s, "\n## Contended (workers on one name)\n");
+    let _ = writeln!(s, "| backend | workers | handoffs/s | wait p50 µs | wait p99 µs | handoff p50 µs | handoff p99 µs | same holder | Jain | violations |");
+    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for r in rows.iter().filter(|r| r.scenario == "contended") {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            r.backend,
+            r.param.unwrap_or(0),
+            f(r.ops_per_sec),
+            f(r.p50_us),
+            f(r.p99_us),
+            opt(r.handoff_p50_us),
+            opt(r.handoff_p99_us),
+            r.same_holder_fraction
+                .map(|v| format!("{:.0}%", v * 100.0))
+                .unwrap_or_default(),
+            r.jain_index.map(|v| format!("{v:.2}")).unwrap_or_default(),
+            r.violations
+        );
+    }
+    let _ = writeln!(s, "\n## Failover (holder process killed with SIGKILL)\n");
+    let _ = writeln!(
+        s,
+        "| backend | next holder after ms | holder's lease ms | how |"
+    );
+    let _ = writeln!(s, "|---|---:|---:|---|");
+    for r in rows.iter().filter(|r| r.scenario == "failover") {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} |",
+            r.backend,
+            opt(r.failover_ms),
+            opt(r.ttl_ms),
+            r.note
+        );
+    }
+    let _ = writeln!(s, "\n## Scaling\n");
+    let _ = writeln!(
+        s,
+        "| backend | scenario | n | per second | mean µs per handoff | RSS growth KiB |"
+    );
+    let _ = writeln!(s, "|---|---|---:|---:|---:|---:|");
+    for r in rows.iter().filter(|r| r.scenario.starts_with("scaling")) {
+        let per = if r.scenario == "scaling-waiters" {
+            f(r.p50_us)
+        } else {
+            "–".into()
+        };
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} |",
+            r.backend,
+            r.scenario,
+            r.param.unwrap_or(0),
+            f(r.ops_per_sec),
+            per,
+            r.rss_kb
+                .map(|v| v.to_string())
+                .unwrap_or_else(|| "–".into())
+        );
+    }
+    for r in rows.iter().filter(|r| r.scenario.starts_with("skipped")) {
+        let _ = writeln!(s, "\n- {} {}: {}", r.backend, r.scenario, r.note);
+    }
+    let _ = writeln!(s, "\n## Against the targets\n");
+    for v in verdicts(rows) {
+        let _ = writeln!(s, "{v}");
+    }
+    let _ = writeln!(s, "\nFigures from one run on this machine; rerun with `cargo run --release -p benches -- --all`.");
+    s
+}
+
+/// Writes `report.md` and `results.json` into `dir`.
+pub fn write(dir: &Path, h: &Header, rows: &[ResultRow]) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    std::fs::write(dir.join("report.md"), markdown(h, rows))?;
+    let json = serde_json::to_string_pretty(rows).map_err(std::io::Error::other)?;
+    std::fs::write(dir.join("results.json"), json)
+}

@@ -1,0 +1,93 @@
+//! What gets measured: one [`Target`] per backend and mode, with its raw store primitive.
+
+use std::sync::Arc;
+
+use lock_core::{DistributedLock, LockError};
+
+/// The raw store primitive a lock is compared against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Raw {
+    /// `INSERT` + `DELETE` of a row.
+    SqlInsertDelete,
+    /// `BEGIN; SELECT … FOR UPDATE; COMMIT`.
+    SqlForUpdate,
+    /// `SET NX PX` + compare-and-delete `EVALSHA` (on every node concurrently for Redlock).
+    RedisSetDel,
+}
+
+/// One backend and mode to benchmark.
+#[derive(Clone, Debug)]
+pub struct Target {
+    /// Label in the report, e.g. `postgres-row`.
+    pub label: String,
+    /// The distlock URL.
+    pub url: String,
+    /// The raw primitive.
+    pub raw: Raw,
+}
+
+/// The stores `scripts/services.sh up` provides.
+pub fn all_service_urls() -> Vec<String> {
+    vec![
+        "postgres://postgres@127.0.0.1:15432/distlock?mode=row".into(),
+        "postgres://postgres@127.0.0.1:15432/distlock?mode=for_update".into(),
+        "mysql://root@127.0.0.1:13306/distlock?mode=row".into(),
+        "mysql://root@127.0.0.1:13306/distlock?mode=for_update".into(),
+        "redis://127.0.0.1:16379".into(),
+        "redlock://127.0.0.1:17001,127.0.0.1:17002,127.0.0.1:17003,127.0.0.1:17004,127.0.0.1:17005"
+            .into(),
+    ]
+}
+
+/// Builds the target for a URL.
+///
+/// # Errors
+/// [`LockError::InvalidConfig`] for an unknown scheme.
+pub fn target(url: &str) -> Result<Target, LockError> {
+    let scheme = url.split("://").next().unwrap_or("");
+    let for_update = url.contains("mode=for_update");
+    let (label, raw) = match scheme {
+        "sqlite" => ("sqlite-row".to_owned(), Raw::SqlInsertDelete),
+        "postgres" | "postgresql" | "mysql" | "mariadb" => {
+            let db = if scheme.starts_with("postgres") {
+                "postgres"
+            } else {
+                "mysql"
+            };
+            if for_update {
+                (format!("{db}-for_update"), Raw::SqlForUpdate)
+            } else {
+                (format!("{db}-row"), Raw::SqlInsertDelete)
+            }
+        }
+        "redis" => ("redis".to_owned(), Raw::RedisSetDel),
+        "redlock" => ("redlock".to_owned(), Raw::RedisSetDel),
+        other => {
+            return Err(LockError::invalid_config(format!(
+                "no benchmark target for scheme {other:?}"
+            )))
+        }
+    };
+    Ok(Target {
+        label,
+        url: url.to_owned(),
+        raw,
+    })
+}
+
+/// Connects a distlock client for a URL (a local scheme dispatch; the facade does the same).
+///
+/// # Errors
+/// The backend's connect errors.
+pub async fn connect(url: &str) -> Result<Arc<dyn DistributedLock>, LockError> {
+    let scheme = url.split("://").next().unwrap_or("");
+    if lock_sql::SCHEMES.contains(&scheme) {
+        lock_sql::connect(url).await
+    } else if lock_redis::SCHEMES.contains(&scheme) {
+        lock_redis::connect(url).await
+    } else {
+        Err(LockError::invalid_config(format!(
+            "unknown scheme {scheme:?}"
+        )))
+    }
+}

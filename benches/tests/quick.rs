@@ -1,0 +1,57 @@
+//! Runs the benchmark harness in `--quick` mode on SQLite (no services needed) and checks the
+//! report it writes: CI catches a broken harness.
+
+use std::process::Command;
+
+#[test]
+fn quick_run_on_sqlite_writes_the_report() {
+    let out = std::env::temp_dir().join(format!("distlock-bench-test-{}", std::process::id()));
+    let status = Command::new(env!("CARGO_BIN_EXE_benches"))
+        .args(["--quick", "--out"])
+        .arg(&out)
+        .status()
+        .expect("run the benchmark binary");
+    assert!(status.success(), "benchmark exited with {status}");
+    let md = std::fs::read_to_string(out.join("report.md")).expect("report.md");
+    assert!(md.contains("sqlite-row"), "{md}");
+    let json: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out.join("results.json")).expect("results.json"),
+    )
+    .expect("valid JSON");
+    let rows = json.as_array().expect("an array of results");
+    for scenario in [
+        "uncontended",
+        "contended",
+        "failover",
+        "scaling-waiters",
+        "scaling-names",
+    ] {
+        assert!(
+            rows.iter().any(|r| r["scenario"] == scenario),
+            "no {scenario} row"
+        );
+    }
+    for r in rows {
+        for field in [
+            "backend",
+            "scenario",
+            "ops_per_sec",
+            "p50_us",
+            "p99_us",
+            "baseline_ops_per_sec",
+            "ratio_vs_baseline",
+            "same_holder_fraction",
+            "violations",
+        ] {
+            assert!(r.get(field).is_some(), "missing {field} in {r}");
+        }
+        assert_eq!(r["violations"], 0, "violations in {r}");
+    }
+    let uncontended = rows
+        .iter()
+        .find(|r| r["scenario"] == "uncontended")
+        .expect("uncontended row");
+    assert!(uncontended["ops_per_sec"].as_f64().unwrap_or(0.0) > 0.0);
+    assert!(uncontended["baseline_ops_per_sec"].as_f64().unwrap_or(0.0) > 0.0);
+    assert!(out.join("latency.svg").exists());
+}
