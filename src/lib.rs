@@ -1,2 +1,100 @@
-//! distlock: one distributed lock API over ZooKeeper, Redis and SQL.
+//! # distlock
+//!
+//! One [`DistributedLock`] API over ZooKeeper, Redis (single and Redlock) and SQL (PostgreSQL,
+//! MySQL/MariaDB, SQLite). Pick the backend with a URL; write the lock code once.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), distlock::LockError> {
+//! use std::time::Duration;
+//! use distlock::AcquireOptions;
+//!
+//! let lock = distlock::connect("sqlite://./distlock.db").await?;
+//! let guard = lock.acquire("nightly-report", &AcquireOptions::new().wait(Duration::from_secs(10))).await?;
+//! println!("fencing token {}", guard.fencing_token());
+//! guard.release().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! | scheme | backend | cargo feature |
+//! |---|---|---|
+//! | `postgres://`, `postgresql://` | `lock-sql` (`mode=row` or `mode=for_update`) | `postgres` |
+//! | `mysql://`, `mariadb://` | `lock-sql` | `mysql` |
+//! | `sqlite://` | `lock-sql` (row mode; the embedded default) | `sqlite` |
+//! | `redis://`, `redlock://` | `lock-redis` | `redis` |
+//!
+//! URL parameters `ttl`, `wait` and `renew` are acquisition defaults read by [`LockConfig`];
+//! everything else goes to the backend, which rejects parameters it does not know.
+
+pub mod config;
+pub mod registry;
+
+use std::sync::Arc;
+
+pub use config::LockConfig;
 pub use lock_core::*;
+
+/// Typed configuration for people who prefer code to URLs.
+pub mod builders {
+    #[cfg(feature = "redis")]
+    pub use lock_redis::{RedisConfig, RedisLock, Topology};
+    #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+    pub use lock_sql::{Dialect, Mode, SqlConfig, SqlLock};
+}
+
+/// The environment variable [`connect_from_env`] reads.
+pub const URL_ENV: &str = "DISTLOCK_URL";
+
+/// Connects to the backend a URL names. `ttl`/`wait`/`renew` parameters are accepted and
+/// ignored here (use [`LockConfig`] to read them as defaults).
+///
+/// # Errors
+/// [`LockError::InvalidConfig`] for an unknown or compiled-out scheme and bad parameters;
+/// [`LockError::Unavailable`] when the store cannot be reached.
+pub async fn connect(url: &str) -> Result<Arc<dyn DistributedLock>, LockError> {
+    let (url, _) = LockConfig::from_url(url).resolve()?;
+    registry::connect(&url).await
+}
+
+/// Connects with a [`LockConfig`], returning the lock and its default [`AcquireOptions`].
+///
+/// # Errors
+/// As [`connect`].
+pub async fn connect_config(
+    cfg: &LockConfig,
+) -> Result<(Arc<dyn DistributedLock>, AcquireOptions), LockError> {
+    let (url, opts) = cfg.resolve()?;
+    Ok((registry::connect(&url).await?, opts))
+}
+
+/// Connects to `$DISTLOCK_URL`.
+///
+/// # Errors
+/// [`LockError::InvalidConfig`] when the variable is unset; otherwise as [`connect`].
+pub async fn connect_from_env() -> Result<Arc<dyn DistributedLock>, LockError> {
+    let url = std::env::var(URL_ENV).map_err(|_| {
+        LockError::invalid_config(format!(
+            "{URL_ENV} is not set; set it to a lock URL such as sqlite://./distlock.db"
+        ))
+    })?;
+    connect(&url).await
+}
+
+#[cfg(test)]
+mod tests {
+    #[tokio::test]
+    async fn unknown_scheme_lists_known_ones() {
+        let e = super::connect("etcd://127.0.0.1:2379")
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("\"etcd\"") && e.contains("redis") && e.contains("sqlite"),
+            "{e}"
+        );
+        let e = super::connect("zk://127.0.0.1:2181")
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("zookeeper"), "{e}");
+    }
+}

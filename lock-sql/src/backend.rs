@@ -156,13 +156,13 @@ impl SqlLock {
 }
 
 impl SqlLock {
-    /// MySQL: whether the lock table and its sequence both exist already.
+    /// MySQL: whether the schema's tables (and sequence) exist already.
     async fn schema_exists(&self) -> Result<bool, Failure> {
         let row = sqlx::query(
             "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name IN (?, ?)",
         )
-        .bind(&self.cfg.table)
-        .bind(format!("{}_fence", self.cfg.table))
+        .bind(&self.sql.objects[0])
+        .bind(&self.sql.objects[1])
         .fetch_one(&self.pool)
         .await
         .map_err(|e| classify(e, &self.label, None))?;

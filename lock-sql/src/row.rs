@@ -52,8 +52,30 @@ async fn take(
                 .execute(&lock.pool)
                 .await
                 .map_err(|e| classify(e, label, Some(name)))?;
-            let id = res.last_insert_id().unwrap_or(0);
-            Ok((res.rows_affected() > 0 && id > 0).then_some(id as u64))
+            if res.last_insert_id().unwrap_or(0) != 1 {
+                return Ok(None);
+            }
+            // We hold the row: draw the token now (the next holder can only draw after we release).
+            let bumped = sqlx::query(AssertSqlSafe(lock.sql.bump.as_str()))
+                .bind(name)
+                .execute(&lock.pool)
+                .await
+                .map_err(|e| classify(e, label, Some(name)));
+            match bumped.map(|r| r.last_insert_id().unwrap_or(0)) {
+                Ok(token) if token > 0 => Ok(Some(token as u64)),
+                other => {
+                    let _ = RowLease::new(lock, name, owner).release().await;
+                    match other {
+                        Err(f) => Err(f),
+                        _ => Err(Failure::Error(LockError::backend(
+                            label,
+                            Some(name),
+                            "the fencing counter returned no token",
+                            None,
+                        ))),
+                    }
+                }
+            }
         }
         _ => {
             let row = q

@@ -13,10 +13,10 @@ use crate::config::{Dialect, Mode};
 pub(crate) struct Statements {
     /// Idempotent schema creation, run in order at connect.
     pub schema: Vec<String>,
-    /// Row mode: take the lock if absent or expired; yields the fencing token (PostgreSQL and
-    /// SQLite `RETURNING fence`; MySQL reports it as `LAST_INSERT_ID`, 0 when held).
-    /// Invariant: a takeover's token is greater than the previous holder's
-    /// (`GREATEST(new, old + 1)`), and fresh tokens come from a per-table counter that only grows.
+    /// Row mode: take the lock if absent or expired; PostgreSQL and SQLite return the fencing
+    /// token; MySQL reports rows affected and draws the token with `bump`.
+    /// Invariant: a token is drawn only after the lock row is won, from a per-name counter that
+    /// survives the row's deletion, so tokens strictly increase in acquisition order.
     pub acquire: String,
     /// Row mode: milliseconds left on the holder's lease (`lookup(name)`), with owner and token.
     pub lookup: String,
@@ -36,6 +36,10 @@ pub(crate) struct Statements {
     pub peek_row: String,
     /// for_update (MariaDB try_acquire): the next token, drawn after the row lock is held.
     pub next_token: String,
+    /// Row mode, MySQL: draw the next token for a name we just won (`LAST_INSERT_ID`).
+    pub bump: String,
+    /// Tables and sequences the schema consists of (to skip DDL when they exist).
+    pub objects: Vec<String>,
 }
 
 /// Epoch milliseconds by the database clock.
@@ -55,14 +59,15 @@ pub(crate) fn notify_channel(table: &str) -> String {
 pub(crate) fn statements(d: Dialect, mode: Mode, t: &str) -> Statements {
     let now = now_ms(d);
     let schema = match (d, mode) {
+        // `<t>_fences` keeps each name's last token after its lock row is deleted.
         (Dialect::Postgres, Mode::Row) => vec![
             format!("CREATE TABLE IF NOT EXISTS {t} (name TEXT PRIMARY KEY, owner TEXT NOT NULL, fence BIGINT NOT NULL, expires_at BIGINT NOT NULL)"),
-            format!("CREATE SEQUENCE IF NOT EXISTS {t}_fence"),
+            format!("CREATE TABLE IF NOT EXISTS {t}_fences (name TEXT PRIMARY KEY, fence BIGINT NOT NULL)"),
         ],
         (Dialect::MySql, Mode::Row) => vec![
             // VARBINARY: byte-exact names (the default collations fold case and pad spaces).
             format!("CREATE TABLE IF NOT EXISTS {t} (name VARBINARY(1024) NOT NULL PRIMARY KEY, owner VARCHAR(64) NOT NULL, fence BIGINT NOT NULL, expires_at BIGINT NOT NULL) ENGINE=InnoDB"),
-            format!("CREATE SEQUENCE IF NOT EXISTS {t}_fence ENGINE=InnoDB"),
+            format!("CREATE TABLE IF NOT EXISTS {t}_fences (name VARBINARY(1024) NOT NULL PRIMARY KEY, fence BIGINT NOT NULL) ENGINE=InnoDB"),
         ],
         (Dialect::Sqlite, _) => vec![
             format!("CREATE TABLE IF NOT EXISTS {t} (name TEXT PRIMARY KEY NOT NULL, owner TEXT NOT NULL, fence INTEGER NOT NULL, expires_at INTEGER NOT NULL)"),
@@ -81,36 +86,51 @@ pub(crate) fn statements(d: Dialect, mode: Mode, t: &str) -> Statements {
             format!("CREATE SEQUENCE IF NOT EXISTS {t}_fence ENGINE=InnoDB"),
         ],
     };
+    // Tokens are drawn only by the statement that won the lock row, so they are serialized by
+    // the lock itself: a token drawn before the row was won could otherwise be issued after a
+    // later holder's (a database process descheduled between drawing and inserting).
     let acquire = match d {
+        // The row upsert and the per-name counter bump are one statement (data-modifying CTEs);
+        // the counter row stays locked until commit.
         Dialect::Postgres => format!(
-            "INSERT INTO {t} (name, owner, fence, expires_at) VALUES ($1, $2, nextval('{t}_fence'), {now} + $3) \
-             ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, fence = GREATEST(EXCLUDED.fence, {t}.fence + 1), expires_at = EXCLUDED.expires_at \
-             WHERE {t}.expires_at <= {now} RETURNING fence"
+            "WITH won AS (INSERT INTO {t} (name, owner, fence, expires_at) VALUES ($1, $2, 0, {now} + $3) \
+             ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at \
+             WHERE {t}.expires_at <= {now} RETURNING name), \
+             bump AS (INSERT INTO {t}_fences (name, fence) SELECT name, 1 FROM won \
+             ON CONFLICT (name) DO UPDATE SET fence = {t}_fences.fence + 1 RETURNING fence) \
+             SELECT fence FROM bump"
         ),
-        // Assignments run left to right: `fence` and `owner` read the old `expires_at`.
-        // LAST_INSERT_ID(x) hands the token back in the OK packet; 0 means "held by another".
+        // LAST_INSERT_ID (in the OK packet) is 1 when we won (inserted, or took over an expired
+        // row) and 0 when the row is held; the token is then drawn by `bump` while we hold it.
+        // Assignments run left to right: `owner` reads the old `expires_at`.
         Dialect::MySql => format!(
-            "INSERT INTO {t} (name, owner, fence, expires_at) VALUES (?, ?, LAST_INSERT_ID(NEXTVAL({t}_fence)), {now} + ?) \
+            "INSERT INTO {t} (name, owner, fence, expires_at) VALUES (?, ?, LAST_INSERT_ID(1), {now} + ?) \
              ON DUPLICATE KEY UPDATE \
-             fence = IF(expires_at <= {now}, LAST_INSERT_ID(GREATEST(VALUES(fence), fence + 1)), fence + 0 * LAST_INSERT_ID(0)), \
              owner = IF(expires_at <= {now}, VALUES(owner), owner), \
-             expires_at = IF(expires_at <= {now}, VALUES(expires_at), expires_at)"
+             expires_at = IF(expires_at <= {now}, VALUES(expires_at), expires_at + 0 * LAST_INSERT_ID(0))"
         ),
+        // SQLite serializes writers, so the counter read in VALUES cannot race.
         Dialect::Sqlite => format!(
             "INSERT INTO {t} (name, owner, fence, expires_at) VALUES (?1, ?2, (SELECT value + 1 FROM {t}_fence WHERE id = 1), {now} + ?3) \
              ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, fence = MAX(excluded.fence, {t}.fence + 1), expires_at = excluded.expires_at \
              WHERE {t}.expires_at <= {now} RETURNING fence"
         ),
     };
+    let bump = format!(
+        "INSERT INTO {t}_fences (name, fence) VALUES (?, LAST_INSERT_ID(1)) ON DUPLICATE KEY UPDATE fence = LAST_INSERT_ID(fence + 1)"
+    );
     let p = |i: usize| match d {
         Dialect::Postgres => format!("${i}"),
         Dialect::MySql => "?".to_owned(),
         Dialect::Sqlite => format!("?{i}"),
     };
-    let lookup = format!(
-        "SELECT owner, fence, expires_at - {now} AS left_ms FROM {t} WHERE name = {}",
-        p(1)
-    );
+    let lookup = match d {
+        Dialect::Sqlite => format!("SELECT owner, fence, expires_at - {now} AS left_ms FROM {t} WHERE name = ?1"),
+        _ => format!(
+            "SELECT l.owner, COALESCE(f.fence, 0), l.expires_at - {now} AS left_ms FROM {t} l LEFT JOIN {t}_fences f ON f.name = l.name WHERE l.name = {}",
+            p(1)
+        ),
+    };
     let renew = format!(
         "UPDATE {t} SET expires_at = {now} + {} WHERE name = {} AND owner = {} AND expires_at > {now}",
         p(1),
@@ -159,5 +179,10 @@ pub(crate) fn statements(d: Dialect, mode: Mode, t: &str) -> Statements {
         try_lock_row,
         peek_row,
         next_token: format!("SELECT NEXTVAL({t}_fence)"),
+        bump,
+        objects: match mode {
+            Mode::Row => vec![t.to_owned(), format!("{t}_fences")],
+            Mode::ForUpdate => vec![t.to_owned(), format!("{t}_fence")],
+        },
     }
 }

@@ -1,0 +1,82 @@
+//! The URL scheme registry: which backend serves which scheme, and which cargo feature
+//! compiles it in (sqlx `AnyDriver` / object_store `parse` style).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use lock_core::{DistributedLock, LockError};
+
+type ConnectFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<Arc<dyn DistributedLock>, LockError>> + Send + 'a>>;
+
+/// One registered backend.
+pub struct Backend {
+    /// URL schemes it serves.
+    pub schemes: &'static [&'static str],
+    /// The cargo feature that compiles it in.
+    pub feature: &'static str,
+    /// Its connect function, when compiled in.
+    pub connect: Option<fn(&str) -> ConnectFuture<'_>>,
+}
+
+macro_rules! backend {
+    ($feature:literal, $schemes:expr, $connect:path) => {{
+        #[cfg(feature = $feature)]
+        let connect: Option<fn(&str) -> ConnectFuture<'_>> = Some(|url| Box::pin($connect(url)));
+        #[cfg(not(feature = $feature))]
+        let connect: Option<fn(&str) -> ConnectFuture<'_>> = None;
+        Backend {
+            schemes: $schemes,
+            feature: $feature,
+            connect,
+        }
+    }};
+}
+
+/// Every backend distlock knows, compiled in or not.
+pub fn backends() -> Vec<Backend> {
+    vec![
+        backend!("postgres", &["postgres", "postgresql"], lock_sql::connect),
+        backend!("mysql", &["mysql", "mariadb"], lock_sql::connect),
+        backend!("sqlite", &["sqlite"], lock_sql::connect),
+        backend!("redis", &["redis", "redlock"], lock_redis::connect),
+        Backend {
+            schemes: &["zk", "zookeeper"],
+            feature: "zookeeper",
+            connect: None,
+        },
+    ]
+}
+
+/// Every scheme distlock knows.
+pub fn known_schemes() -> Vec<&'static str> {
+    backends()
+        .iter()
+        .flat_map(|b| b.schemes.iter().copied())
+        .collect()
+}
+
+/// Connects to the backend serving `url`'s scheme.
+///
+/// # Errors
+/// [`LockError::InvalidConfig`] naming an unknown scheme (with the known ones) or the cargo
+/// feature a compiled-out scheme needs; the backend's own errors otherwise.
+pub async fn connect(url: &str) -> Result<Arc<dyn DistributedLock>, LockError> {
+    let scheme = url.split_once("://").map(|(s, _)| s).unwrap_or("");
+    let redacted = lock_core::config::redact(url);
+    let backends = backends();
+    let Some(b) = backends.iter().find(|b| b.schemes.contains(&scheme)) else {
+        return Err(LockError::invalid_config(format!(
+            "unknown URL scheme {scheme:?} in {redacted:?}; known schemes: {}",
+            known_schemes().join(", ")
+        )));
+    };
+    match b.connect {
+        Some(connect) => connect(url).await,
+        None => Err(LockError::invalid_config(format!(
+            "scheme {scheme:?} in {redacted:?} needs distlock's cargo feature `{}`, which this build does not include",
+            b.feature
+        ))),
+    }
+}
