@@ -21,6 +21,7 @@
 //! | `mysql://`, `mariadb://` | `lock-sql` | `mysql` |
 //! | `sqlite://` | `lock-sql` (row mode; the embedded default) | `sqlite` |
 //! | `redis://`, `redlock://` | `lock-redis` | `redis` |
+//! | `zk://`, `zookeeper://` | `lock-zk` | `zookeeper` |
 //!
 //! URL parameters `ttl`, `wait` and `renew` are acquisition defaults read by [`LockConfig`];
 //! everything else goes to the backend, which rejects parameters it does not know.
@@ -39,6 +40,8 @@ pub mod builders {
     pub use lock_redis::{RedisConfig, RedisLock, Topology};
     #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
     pub use lock_sql::{Dialect, Mode, SqlConfig, SqlLock};
+    #[cfg(feature = "zookeeper")]
+    pub use lock_zk::{ZkConfig, ZkLock};
 }
 
 /// The environment variable [`connect_from_env`] reads.

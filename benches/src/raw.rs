@@ -19,6 +19,8 @@ pub enum RawClient {
         pg: bool,
         for_update: bool,
     },
+    /// ZooKeeper: create an ephemeral-sequential node, delete it.
+    Zk { client: zookeeper_client::Client },
     /// Redis: SET NX PX + compare-and-delete, on every node concurrently.
     Redis {
         nodes: Vec<MultiplexedConnection>,
@@ -77,6 +79,26 @@ impl RawClient {
                     pg,
                     for_update: t.raw == Raw::SqlForUpdate,
                 })
+            }
+            Raw::ZkCreateDelete => {
+                let hosts = t
+                    .url
+                    .split("://")
+                    .nth(1)
+                    .unwrap_or("")
+                    .split(['/', '?'])
+                    .next()
+                    .unwrap_or("");
+                let client = zookeeper_client::Client::connect(hosts)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let opts = zookeeper_client::CreateMode::Persistent
+                    .with_acls(zookeeper_client::Acls::anyone_all());
+                match client.create("/distlock-bench-raw", &[], &opts).await {
+                    Ok(_) | Err(zookeeper_client::Error::NodeExists) => {}
+                    Err(e) => return Err(e.to_string()),
+                }
+                Ok(RawClient::Zk { client })
             }
             Raw::RedisSetDel => {
                 let hosts = t
@@ -160,6 +182,19 @@ impl RawClient {
                     .map_err(|e| e.to_string())?;
                 tx.commit().await.map_err(|e| e.to_string())
             }
+            RawClient::Zk { client } => {
+                let opts = zookeeper_client::CreateMode::EphemeralSequential
+                    .with_acls(zookeeper_client::Acls::anyone_all());
+                let _ = name;
+                let (_, seq) = client
+                    .create("/distlock-bench-raw/n-", &[], &opts)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                client
+                    .delete(&format!("/distlock-bench-raw/n-{seq}"), None)
+                    .await
+                    .map_err(|e| e.to_string())
+            }
             RawClient::Redis { nodes, del } => {
                 let one = |mut c: MultiplexedConnection| async move {
                     let _: Option<String> = redis::cmd("SET")
@@ -198,6 +233,7 @@ impl RawClient {
                     Err(e) => format!("unknown ({e})"),
                 }
             }
+            RawClient::Zk { .. } => "ZooKeeper 3.8 (Debian package)".to_owned(),
             RawClient::Redis { nodes, .. } => {
                 let mut c = nodes[0].clone();
                 let info: String = redis::cmd("INFO")

@@ -13,6 +13,8 @@ pub enum Raw {
     SqlForUpdate,
     /// `SET NX PX` + compare-and-delete `EVALSHA` (on every node concurrently for Redlock).
     RedisSetDel,
+    /// Create an ephemeral-sequential node + delete it.
+    ZkCreateDelete,
 }
 
 /// One backend and mode to benchmark.
@@ -62,6 +64,7 @@ pub fn target(url: &str) -> Result<Target, LockError> {
         }
         "redis" => ("redis".to_owned(), Raw::RedisSetDel),
         "redlock" => ("redlock".to_owned(), Raw::RedisSetDel),
+        "zk" | "zookeeper" => ("zookeeper".to_owned(), Raw::ZkCreateDelete),
         other => {
             return Err(LockError::invalid_config(format!(
                 "no benchmark target for scheme {other:?}"
@@ -85,6 +88,8 @@ pub async fn connect(url: &str) -> Result<Arc<dyn DistributedLock>, LockError> {
         lock_sql::connect(url).await
     } else if lock_redis::SCHEMES.contains(&scheme) {
         lock_redis::connect(url).await
+    } else if lock_zk::SCHEMES.contains(&scheme) {
+        lock_zk::connect(url).await
     } else {
         Err(LockError::invalid_config(format!(
             "unknown scheme {scheme:?}"

@@ -1,0 +1,343 @@
+//! [`ZkLock`]: Curator's `InterProcessMutex` recipe on zookeeper-client's primitives.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use lock_core::{
+    name, AcquireOptions, Capabilities, CleanupOnDrop, CrashRelease, Deadline, DistributedLock,
+    GuardParts, LockError, LockGuard, LockInfo, LostSignal, Wakeup,
+};
+use tokio::time::Instant;
+use zookeeper_client::{Acls, Client, CreateMode, CreateOptions, Error, EventType};
+
+use crate::config::ZkConfig;
+use crate::error::map;
+use crate::lease::ZkLease;
+use crate::path::{lock_path, protected_prefix, sorted_contenders, uuid, LOCK_NAME};
+use crate::session::Session;
+
+/// Attempts to create our contender node through connection losses and vanished parents.
+const CREATE_ATTEMPTS: usize = 10;
+
+/// A ZooKeeper lock client: one session at a time (a new one after expiry).
+pub struct ZkLock {
+    cfg: ZkConfig,
+    label: String,
+    session: tokio::sync::Mutex<Option<Arc<Session>>>,
+    watch_events: Arc<AtomicU64>,
+}
+
+impl fmt::Debug for ZkLock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ZkLock").field("config", &self.cfg).finish()
+    }
+}
+
+fn ephemeral_sequential() -> CreateOptions<'static> {
+    CreateMode::EphemeralSequential.with_acls(Acls::anyone_all())
+}
+
+fn container() -> CreateOptions<'static> {
+    CreateMode::Container.with_acls(Acls::anyone_all())
+}
+
+impl ZkLock {
+    /// Opens a session (bounded by the connect timeout) and checks the chroot.
+    ///
+    /// # Errors
+    /// [`LockError::Unavailable`] when no server answers; [`LockError::InvalidConfig`] for a
+    /// missing chroot.
+    pub async fn connect(cfg: ZkConfig) -> Result<Self, LockError> {
+        let label = if cfg.hosts.len() > 1 {
+            format!("zookeeper-{}", cfg.hosts.len())
+        } else {
+            "zookeeper".to_owned()
+        };
+        let session = Session::open(&cfg, &label).await?;
+        Ok(ZkLock {
+            cfg,
+            label,
+            session: tokio::sync::Mutex::new(Some(session)),
+            watch_events: Arc::default(),
+        })
+    }
+
+    /// Predecessor-watch notifications this client has received (one per handoff it waited
+    /// for: the herd-effect check).
+    #[doc(hidden)]
+    pub fn watch_events(&self) -> u64 {
+        self.watch_events.load(Ordering::SeqCst)
+    }
+
+    /// The live session, or a new one if it expired.
+    async fn session(&self) -> Result<Arc<Session>, LockError> {
+        let mut slot = self.session.lock().await;
+        if let Some(s) = slot.as_ref().filter(|s| !s.is_dead()) {
+            return Ok(Arc::clone(s));
+        }
+        let s = Session::open(&self.cfg, &self.label).await?;
+        *slot = Some(Arc::clone(&s));
+        Ok(s)
+    }
+
+    /// Creates the lock directory and its parents as container nodes.
+    async fn create_parents(
+        &self,
+        client: &Client,
+        dir: &str,
+        name: &str,
+    ) -> Result<(), LockError> {
+        let mut path = String::new();
+        for seg in dir.trim_start_matches('/').split('/') {
+            path.push('/');
+            path.push_str(seg);
+            match client.create(&path, &[], &container()).await {
+                Ok(_) | Err(Error::NodeExists) => {}
+                Err(e) => return Err(map(e, &self.label, Some(name))),
+            }
+        }
+        Ok(())
+    }
+
+    /// Creates our contender: the create and the first children listing go out back to back
+    /// (one round trip). Returns (our child name, its czxid, the children).
+    async fn create_contender(
+        &self,
+        client: &Client,
+        dir: &str,
+        prefix: &str,
+        name: &str,
+    ) -> Result<(String, i64, Vec<String>), LockError> {
+        let node_base = format!("{dir}/{prefix}{LOCK_NAME}");
+        for _ in 0..CREATE_ATTEMPTS {
+            let opts = ephemeral_sequential();
+            let create = client.create(&node_base, &[], &opts);
+            let list = client.get_children(dir);
+            let (created, listed) = tokio::join!(create, list);
+            match created {
+                Ok((stat, seq)) => {
+                    let ours = format!("{prefix}{LOCK_NAME}{seq}");
+                    let children = match listed {
+                        Ok((c, _)) => c,
+                        Err(e) => return Err(map(e, &self.label, Some(name))),
+                    };
+                    return Ok((ours, stat.czxid, children));
+                }
+                Err(Error::NoNode) => self.create_parents(client, dir, name).await?,
+                Err(Error::ConnectionLoss) => {
+                    // The create may have happened: find our node by its unique prefix.
+                    if let Ok((children, _)) = client.get_children(dir).await {
+                        if let Some(ours) = children.iter().find(|c| c.starts_with(prefix)) {
+                            if let Ok(Some(stat)) =
+                                client.check_stat(&format!("{dir}/{ours}")).await
+                            {
+                                return Ok((ours.clone(), stat.czxid, children));
+                            }
+                        }
+                    }
+                }
+                Err(e) => return Err(map(e, &self.label, Some(name))),
+            }
+        }
+        Err(LockError::unavailable(
+            &self.label,
+            Some(name),
+            "could not create the lock node (connection kept failing)",
+            None,
+        ))
+    }
+
+    async fn acquire_inner(
+        &self,
+        name: &str,
+        opts: &AcquireOptions,
+        try_only: bool,
+    ) -> Result<Option<LockGuard>, LockError> {
+        name::validate(name)?;
+        opts.validate()?;
+        let dir = lock_path(&self.cfg.base, name)?;
+        let deadline = Deadline::after(opts.wait);
+        let session = self.session().await?;
+        let client = session.client.clone();
+        let prefix = protected_prefix(&uuid());
+        // Whatever node we created is deleted if this acquisition is cancelled or gives up.
+        let cleanup = {
+            let (client, dir, prefix) = (client.clone(), dir.clone(), prefix.clone());
+            CleanupOnDrop::new(move || {
+                Box::pin(async move {
+                    if let Ok((children, _)) = client.get_children(&dir).await {
+                        for c in children.iter().filter(|c| c.starts_with(&prefix)) {
+                            let _ = client.delete(&format!("{dir}/{c}"), None).await;
+                        }
+                    }
+                })
+            })
+        };
+        let started = Instant::now();
+        let (ours, czxid, mut children) =
+            self.create_contender(&client, &dir, &prefix, name).await?;
+        loop {
+            let sorted = sorted_contenders(children);
+            let Some(idx) = sorted.iter().position(|c| *c == ours) else {
+                return Err(LockError::unavailable(
+                    &self.label,
+                    Some(name),
+                    "our lock node vanished (session expired?); retry",
+                    None,
+                ));
+            };
+            if idx == 0 {
+                cleanup.disarm();
+                return Ok(Some(self.guard(
+                    &session,
+                    &dir,
+                    &ours,
+                    name,
+                    czxid as u64,
+                    opts,
+                    started,
+                )));
+            }
+            if try_only {
+                cleanup.run_now().await;
+                return Ok(None);
+            }
+            // Watch only the predecessor: one notification per handoff, however many wait.
+            let pred = format!("{dir}/{}", sorted[idx - 1]);
+            let (stat, watcher) = client
+                .check_and_watch_stat(&pred)
+                .await
+                .map_err(|e| map(e, &self.label, Some(name)))?;
+            if stat.is_some() {
+                // In its own task: zookeeper-client panics in `changed()` if the session goes away
+                // mid-wait; a failed task is just another wake-up here (we re-list next).
+                let mut fired = tokio::spawn(async move {
+                    watcher.changed().await;
+                });
+                let timed_out = match deadline.remaining() {
+                    Some(left) => tokio::time::timeout(left, &mut fired).await.is_err(),
+                    None => {
+                        let _ = (&mut fired).await;
+                        false
+                    }
+                };
+                fired.abort();
+                if timed_out {
+                    cleanup.run_now().await;
+                    return Ok(None);
+                }
+                self.watch_events.fetch_add(1, Ordering::SeqCst);
+            }
+            children = client
+                .get_children(&dir)
+                .await
+                .map_err(|e| map(e, &self.label, Some(name)))?
+                .0;
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn guard(
+        &self,
+        session: &Arc<Session>,
+        dir: &str,
+        ours: &str,
+        name: &str,
+        token: u64,
+        opts: &AcquireOptions,
+        started: Instant,
+    ) -> LockGuard {
+        let node = format!("{dir}/{ours}");
+        let lost = LostSignal::new();
+        session.register(&lost);
+        let own_watch = {
+            let (client, node, lost) = (session.client.clone(), node.clone(), lost.clone());
+            tokio::spawn(async move {
+                if let Ok((Some(_), watcher)) = client.check_and_watch_stat(&node).await {
+                    let ev = watcher.changed().await;
+                    if ev.event_type == EventType::NodeDeleted {
+                        lost.mark_lost(format!("lock node {node} was deleted by someone else"));
+                    }
+                }
+            })
+        };
+        LockGuard::new(GuardParts {
+            name: name.to_owned(),
+            backend: self.label.clone(),
+            fencing_token: token,
+            ttl: opts.ttl,
+            renew: opts.renew,
+            acquired_at: started,
+            validity: None,
+            lease: Arc::new(ZkLease {
+                session: Arc::clone(session),
+                node,
+                name: name.to_owned(),
+                label: self.label.clone(),
+                own_watch,
+            }),
+            lost,
+        })
+    }
+}
+
+#[async_trait]
+impl DistributedLock for ZkLock {
+    async fn acquire(&self, name: &str, opts: &AcquireOptions) -> Result<LockGuard, LockError> {
+        self.acquire_inner(name, opts, false)
+            .await?
+            .ok_or_else(|| LockError::timeout(name, &self.label, opts.wait.unwrap_or_default()))
+    }
+
+    async fn try_acquire(
+        &self,
+        name: &str,
+        opts: &AcquireOptions,
+    ) -> Result<Option<LockGuard>, LockError> {
+        self.acquire_inner(name, opts, true).await
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::bound(CrashRelease::Session, Wakeup::Watch, true).with_queue_length(true)
+    }
+
+    fn backend_name(&self) -> String {
+        self.label.clone()
+    }
+
+    async fn inspect(&self, name: &str) -> Result<LockInfo, LockError> {
+        name::validate(name)?;
+        let dir = lock_path(&self.cfg.base, name)?;
+        let session = self.session().await?;
+        let children = match session.client.get_children(&dir).await {
+            Ok((c, _)) => c,
+            Err(Error::NoNode) => return Ok(LockInfo::free()),
+            Err(e) => return Err(map(e, &self.label, Some(name))),
+        };
+        let sorted = sorted_contenders(children);
+        let Some(holder) = sorted.first() else {
+            return Ok(LockInfo::free());
+        };
+        let stat = session
+            .client
+            .check_stat(&format!("{dir}/{holder}"))
+            .await
+            .map_err(|e| map(e, &self.label, Some(name)))?;
+        Ok(LockInfo::held(
+            stat.map(|s| s.czxid as u64),
+            Some(holder.clone()),
+            None,
+            Some(sorted.len() - 1),
+        ))
+    }
+}
+
+/// Connects from a `zk://` URL.
+///
+/// # Errors
+/// As [`ZkConfig::from_url`] and [`ZkLock::connect`].
+pub async fn connect(url: &str) -> Result<Arc<dyn DistributedLock>, LockError> {
+    Ok(Arc::new(ZkLock::connect(ZkConfig::from_url(url)?).await?))
+}

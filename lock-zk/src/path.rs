@@ -1,0 +1,170 @@
+//! Lock names → ZooKeeper paths, and Apache Curator's contender naming and ordering.
+//!
+//! * a name starting with `/` is the lock's absolute path; any other name lives under the
+//!   configured base (`/distlock/<name>`);
+//! * the path must be a valid ZooKeeper path: no empty segment (`//`), no `.`/`..` segment, no
+//!   trailing `/`, no control or reserved characters, and nothing under `/zookeeper`;
+//!   otherwise the name is rejected with `InvalidName` (never mapped to something else);
+//! * contenders are `EPHEMERAL_SEQUENTIAL` children named `_c_<uuid>-lock-<10-digit sequence>`
+//!   exactly as Curator's `InterProcessMutex` names them, ordered by the sequence after
+//!   `lock-` (Curator's `StandardLockInternalsDriver.fixForSorting`), so Curator and distlock
+//!   processes on the same path exclude each other. Children without `lock-` (nested lock
+//!   directories such as `a/b` under `a`) are not contenders.
+
+use lock_core::LockError;
+use rand::Rng;
+
+/// Curator's lock-node name marker.
+pub const LOCK_NAME: &str = "lock-";
+
+/// Checks a path by ZooKeeper's rules (`PathUtils.validatePath`).
+pub fn validate_absolute(path: &str) -> Result<(), &'static str> {
+    if !path.starts_with('/') {
+        return Err("must start with '/'");
+    }
+    if path.len() > 1 && path.ends_with('/') {
+        return Err("must not end with '/'");
+    }
+    for seg in path[1..].split('/') {
+        if seg.is_empty() && path.len() > 1 {
+            return Err("empty path element ('//')");
+        }
+        if seg == "." || seg == ".." {
+            return Err("relative path element ('.' or '..')");
+        }
+    }
+    let bad = |c: char| {
+        let u = u32::from(c);
+        [
+            0x0000..=0x001f,
+            0x007f..=0x009f,
+            0xd800..=0xf8ff,
+            0xfff0..=0xffff,
+        ]
+        .into_iter()
+        .any(|r| r.contains(&u))
+    };
+    if path.chars().any(bad) {
+        return Err("control or reserved character");
+    }
+    // ZooKeeper (Java) validates UTF-16 units: characters beyond U+FFFF become surrogates,
+    // which it rejects.
+    if path.chars().any(|c| u32::from(c) > 0xffff) {
+        return Err("character outside the Basic Multilingual Plane (e.g. an emoji)");
+    }
+    Ok(())
+}
+
+/// The lock directory for `name`.
+pub fn lock_path(base: &str, name: &str) -> Result<String, LockError> {
+    let path = if name.starts_with('/') {
+        name.to_owned()
+    } else {
+        format!("{}/{name}", base.trim_end_matches('/'))
+    };
+    validate_absolute(&path).map_err(|why| {
+        LockError::invalid_name(
+            name,
+            format!("not a valid ZooKeeper path ({path:?}): {why}"),
+        )
+    })?;
+    if path == "/" {
+        return Err(LockError::invalid_name(
+            name,
+            "the root node cannot be a lock",
+        ));
+    }
+    if path == "/zookeeper" || path.starts_with("/zookeeper/") {
+        return Err(LockError::invalid_name(
+            name,
+            "the /zookeeper tree is reserved by ZooKeeper",
+        ));
+    }
+    Ok(path)
+}
+
+/// A random UUID v4 in its canonical text form.
+pub fn uuid() -> String {
+    let mut b: [u8; 16] = rand::rng().random();
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
+}
+
+/// Curator's protected prefix for one contender: `_c_<uuid>-`.
+pub fn protected_prefix(uuid: &str) -> String {
+    format!("_c_{uuid}-")
+}
+
+/// The sort key of a contender: the text after `lock-` (Curator's `fixForSorting`).
+pub fn sequence_of(child: &str) -> Option<&str> {
+    child
+        .rfind(LOCK_NAME)
+        .map(|i| &child[i + LOCK_NAME.len()..])
+}
+
+/// The contenders among `children`, in Curator's order.
+pub fn sorted_contenders(children: Vec<String>) -> Vec<String> {
+    let mut v: Vec<String> = children
+        .into_iter()
+        .filter(|c| sequence_of(c).is_some())
+        .collect();
+    v.sort_by(|a, b| sequence_of(a).cmp(&sequence_of(b)));
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn maps_and_rejects() {
+        assert_eq!(lock_path("/distlock", "jobs").unwrap(), "/distlock/jobs");
+        assert_eq!(lock_path("/distlock", "/abs/x").unwrap(), "/abs/x");
+        for bad in [
+            "a//b",
+            "a/../b",
+            "..",
+            "a/",
+            "/zookeeper",
+            "/zookeeper/quota",
+            "/",
+            "a\u{1}b",
+        ] {
+            assert!(
+                matches!(
+                    lock_path("/distlock", bad),
+                    Err(LockError::InvalidName { .. })
+                ),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn curator_order() {
+        let kids = vec![
+            "_c_b-lock-0000000011".to_owned(),
+            "sub".to_owned(),
+            "_c_a-lock-0000000010".to_owned(),
+            "_c_c-lock-0000000002".to_owned(),
+        ];
+        assert_eq!(
+            sorted_contenders(kids),
+            vec![
+                "_c_c-lock-0000000002",
+                "_c_a-lock-0000000010",
+                "_c_b-lock-0000000011"
+            ]
+        );
+        assert_eq!(uuid().len(), 36);
+    }
+}

@@ -1,0 +1,141 @@
+//! The conformance harness for the ZooKeeper backend: real ZooKeeper from
+//! `scripts/services.sh up` (standalone 12181, ensemble 12281–12283).
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use lock_core::conformance::{CrashableClient, Harness};
+use lock_core::fault::FaultProxy;
+use lock_core::{DistributedLock, LockError};
+
+/// Session timeout of harness clients (the ensemble allows ≥ 1 s).
+pub const SESSION: &str = "2s";
+
+pub fn standalone_url() -> String {
+    std::env::var("DISTLOCK_TEST_ZK_URL").unwrap_or_else(|_| "zk://127.0.0.1:12181".into())
+}
+
+pub fn ensemble_url() -> String {
+    std::env::var("DISTLOCK_TEST_ZK_ENSEMBLE_URL")
+        .unwrap_or_else(|_| "zk://127.0.0.1:12281,127.0.0.1:12282,127.0.0.1:12283".into())
+}
+
+pub fn hosts(url: &str) -> String {
+    url.split("://")
+        .nth(1)
+        .unwrap()
+        .split(['/', '?'])
+        .next()
+        .unwrap()
+        .to_owned()
+}
+
+pub fn ports(url: &str) -> Vec<u16> {
+    hosts(url)
+        .split(',')
+        .map(|h| h.rsplit(':').next().unwrap().parse().unwrap())
+        .collect()
+}
+
+pub async fn connect_or_explain(url: &str) -> Arc<dyn DistributedLock> {
+    match lock_zk::connect(url).await {
+        Ok(l) => l,
+        Err(e) => {
+            panic!("cannot reach {url}: {e}\nstart the test stores with `scripts/services.sh up`")
+        }
+    }
+}
+
+pub async fn raw(url: &str) -> zookeeper_client::Client {
+    match zookeeper_client::Client::connect(&hosts(url)).await {
+        Ok(c) => c,
+        Err(e) => {
+            panic!("cannot reach {url}: {e}\nstart the test stores with `scripts/services.sh up`")
+        }
+    }
+}
+
+pub struct ZkHarness {
+    pub url: String,
+}
+
+impl ZkHarness {
+    pub fn standalone() -> Self {
+        ZkHarness {
+            url: standalone_url(),
+        }
+    }
+
+    pub fn ensemble() -> Self {
+        ZkHarness {
+            url: ensemble_url(),
+        }
+    }
+
+    pub fn client_url(&self, hosts: &str) -> String {
+        format!("zk://{hosts}?session_timeout={SESSION}")
+    }
+
+    pub fn dir(name: &str) -> String {
+        format!("/distlock/{name}")
+    }
+}
+
+#[async_trait]
+impl Harness for ZkHarness {
+    async fn client(&self) -> Arc<dyn DistributedLock> {
+        connect_or_explain(&self.client_url(&hosts(&self.url))).await
+    }
+
+    async fn crashable_client(&self) -> CrashableClient {
+        let mut proxies = Vec::new();
+        for p in ports(&self.url) {
+            proxies.push(FaultProxy::start(([127, 0, 0, 1], p).into()).await.unwrap());
+        }
+        let hosts: Vec<String> = proxies
+            .iter()
+            .map(|p| format!("127.0.0.1:{}", p.addr().port()))
+            .collect();
+        let lock = connect_or_explain(&self.client_url(&hosts.join(","))).await;
+        CrashableClient {
+            lock,
+            crash: Box::new(move || {
+                Box::pin(async move {
+                    for p in &proxies {
+                        p.kill();
+                    }
+                    drop(proxies);
+                })
+            }),
+        }
+    }
+
+    async fn remove_underneath(&self, name: &str) {
+        let zk = raw(&self.url).await;
+        let dir = Self::dir(name);
+        let kids = lock_zk::path::sorted_contenders(zk.get_children(&dir).await.unwrap().0);
+        zk.delete(&format!("{dir}/{}", kids[0]), None)
+            .await
+            .unwrap();
+    }
+
+    async fn traces(&self, name: &str) -> usize {
+        let zk = raw(&self.url).await;
+        match zk.get_children(&Self::dir(name)).await {
+            Ok((kids, _)) => lock_zk::path::sorted_contenders(kids).len(),
+            Err(zookeeper_client::Error::NoNode) => 0,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    async fn unreachable(&self) -> Result<Arc<dyn DistributedLock>, LockError> {
+        lock_zk::connect("zk://127.0.0.1:1?connect_timeout=1s").await
+    }
+
+    fn crash_release_bound(&self, _ttl: Duration) -> Duration {
+        // The session timeout frees a crashed holder's node; allow the server's expiry tick.
+        Duration::from_secs(2) + Duration::from_secs(3)
+    }
+}
