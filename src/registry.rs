@@ -41,11 +41,7 @@ pub fn backends() -> Vec<Backend> {
         backend!("mysql", &["mysql", "mariadb"], lock_sql::connect),
         backend!("sqlite", &["sqlite"], lock_sql::connect),
         backend!("redis", &["redis", "redlock"], lock_redis::connect),
-        Backend {
-            schemes: &["zk", "zookeeper"],
-            feature: "zookeeper",
-            connect: None,
-        },
+        backend!("zookeeper", &["zk", "zookeeper"], lock_zk::connect),
     ]
 }
 
