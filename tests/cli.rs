@@ -1,4 +1,5 @@
 //! The `distlock` binary run as a process against real stores (`scripts/services.sh up`).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

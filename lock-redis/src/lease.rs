@@ -106,7 +106,7 @@ impl Lease for RedisLease {
         )
         .await;
         let (yes, no, err, errors) = tally(results);
-        if yes >= self.quorum || (yes > 0 && errors == 0) {
+        if yes >= self.quorum {
             Ok(())
         } else if errors == 0 || no > self.nodes.len() - self.quorum {
             Err(LockError::not_held(
