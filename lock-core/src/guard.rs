@@ -258,12 +258,19 @@ impl Drop for LockGuard {
     }
 }
 
+/// How much earlier than the computed deadline a guard reports its lease lost: the timer and the
+/// store's expiry must never race (ttl·1% + 2 ms, as Redlock's drift).
+fn safety_margin(ttl: Duration) -> Duration {
+    ttl / 100 + Duration::from_millis(2)
+}
+
 /// The guard's background task: renew every `ttl / 3`, retry sooner on transient errors, and
 /// mark the lock lost when a renewal is refused or the lease runs out.
 async fn keep_alive(shared: Arc<Shared>) {
     let mut retry_after: Option<Duration> = None;
     loop {
         let (ttl, valid_until) = shared.snapshot();
+        let valid_until = valid_until.map(|v| v - safety_margin(ttl));
         let wake = if shared.renew {
             let at = Instant::now() + retry_after.unwrap_or(ttl / 3);
             valid_until.map_or(at, |v| at.min(v))
@@ -278,6 +285,7 @@ async fn keep_alive(shared: Arc<Shared>) {
             _ = shared.lost.wait() => return,
         }
         let (ttl, valid_until) = shared.snapshot();
+        let valid_until = valid_until.map(|v| v - safety_margin(ttl));
         if valid_until.is_some_and(|v| Instant::now() >= v) {
             let why = if shared.renew {
                 format!("the {ttl:?} lease ran out before a renewal succeeded")

@@ -28,26 +28,57 @@ const MYSQL_FOREVER_SLICE_SECS: u64 = 3600;
 
 /// Locks the row of `name` in `tx` and draws its fencing token: `Some(token)`, or `None` when
 /// the row does not exist yet.
+/// How long the database keeps a silent holder's transaction: twice the lease. The guard pings
+/// every ttl/3, so only a holder cut off from the database (a partition, a frozen process) goes
+/// silent that long; the database then ends its session and frees the lock, and the guard,
+/// unable to ping, reports itself lost before that moment.
+pub(crate) fn idle_bound(ttl: Duration) -> Duration {
+    ttl * 2
+}
+
+/// Bounds how long the database keeps this transaction when its holder goes silent.
+async fn bound_idle(
+    lock: &SqlLock,
+    tx: &mut Transaction<'static, Any>,
+    ttl: Duration,
+    wait: Option<Duration>,
+    try_only: bool,
+) -> Result<(), sqlx::Error> {
+    let idle = idle_bound(ttl);
+    let sql = match lock.cfg.dialect {
+        Dialect::Postgres => {
+            // Whole milliseconds; lock_timeout 0 = wait forever, so a finite wait is at least 1.
+            let lock_ms = match (try_only, wait) {
+                (false, Some(w)) => w.as_millis().clamp(1, u128::from(u32::MAX)),
+                _ => 0,
+            };
+            format!(
+                "SET LOCAL idle_in_transaction_session_timeout = {}; SET LOCAL lock_timeout = {lock_ms}",
+                idle.as_millis().clamp(1, u128::from(i32::MAX as u32))
+            )
+        }
+        _ => format!("SET SESSION wait_timeout = {}", idle.as_secs().max(1)),
+    };
+    sqlx::raw_sql(AssertSqlSafe(sql))
+        .execute(&mut **tx)
+        .await
+        .map(|_| ())
+}
+
+#[allow(clippy::too_many_arguments)]
 async fn lock_row(
     lock: &SqlLock,
     tx: &mut Transaction<'static, Any>,
     name: &str,
     wait: Option<Duration>,
+    ttl: Duration,
     try_only: bool,
 ) -> Result<Option<u64>, Failure> {
     let c = |e| classify(e, &lock.label, Some(name));
+    bound_idle(lock, tx, ttl, wait, try_only).await.map_err(c)?;
     let sql = match (lock.cfg.dialect, try_only) {
         (_, true) => lock.sql.try_lock_row.clone(),
-        (Dialect::Postgres, false) => {
-            if let Some(w) = wait {
-                // Whole milliseconds, at least 1 (0 would mean "wait forever").
-                let ms = w.as_millis().clamp(1, u128::from(u32::MAX));
-                tx.execute(AssertSqlSafe(format!("SET LOCAL lock_timeout = {ms}")))
-                    .await
-                    .map_err(c)?;
-            }
-            lock.sql.lock_row.clone()
-        }
+        (Dialect::Postgres, false) => lock.sql.lock_row.clone(),
         (_, false) => {
             // Whole seconds, rounded up: never early, less than 1 s late.
             let secs = wait.map_or(MYSQL_FOREVER_SLICE_SECS, |w| {
@@ -90,7 +121,15 @@ pub(crate) async fn acquire(
             .begin()
             .await
             .map_err(|e| map(e, &lock.label, Some(name)))?;
-        let outcome = lock_row(lock, &mut tx, name, deadline.remaining(), try_only).await;
+        let outcome = lock_row(
+            lock,
+            &mut tx,
+            name,
+            deadline.remaining(),
+            opts.ttl,
+            try_only,
+        )
+        .await;
         match outcome {
             Ok(Some(token)) => {
                 return Ok(Some(LockGuard::new(GuardParts {
@@ -100,9 +139,10 @@ pub(crate) async fn acquire(
                     ttl: opts.ttl,
                     renew: opts.renew,
                     acquired_at: started,
-                    validity: None,
+                    validity: Some(idle_bound(opts.ttl)),
                     lease: Arc::new(ForUpdateLease {
                         tx: Mutex::new(Some(tx)),
+                        idle: idle_bound(opts.ttl),
                         name: name.to_owned(),
                         label: lock.label.clone(),
                     }),
@@ -164,6 +204,8 @@ pub(crate) async fn inspect(lock: &SqlLock, name: &str) -> Result<LockInfo, Lock
 /// The store side of a for_update guard: the open transaction holding the row lock.
 struct ForUpdateLease {
     tx: Mutex<Option<Transaction<'static, Any>>>,
+    /// How long the database keeps the session once it goes silent.
+    idle: Duration,
     name: String,
     label: String,
 }
@@ -186,7 +228,9 @@ impl Lease for ForUpdateLease {
             return Err(self.gone());
         };
         match tx.execute("SELECT 1").await {
-            Ok(_) => Ok(None),
+            // The database keeps a silent holder's session for `idle` after this ping (the
+            // bound set when the lock was taken; `extend` does not change it).
+            Ok(_) => Ok(Some(self.idle)),
             Err(e) if is_connection_gone(&e) => {
                 slot.take();
                 Err(self.gone())

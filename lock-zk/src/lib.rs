@@ -29,8 +29,8 @@
 //! * Session expiry makes every guard of that session lost at once; the next acquisition opens
 //!   a new session.
 //! * While disconnected, a guard stays held (the session may survive a server failover) and
-//!   `lost()` does not fire; if the disconnection lasts a whole session timeout, the guard is
-//!   reported lost, because the ensemble has expired (or is about to expire) the session.
+//!   `lost()` does not fire; if the disconnection lasts a quarter of the session timeout, the
+//!   guard is reported lost, before the ensemble can have expired the session (see `session`).
 //! * The lock node deleted by someone else fires `lost()` at once (a watch on our own node).
 //!
 //! `ttl` in [`lock_core::AcquireOptions`] does not apply: the session timeout bounds how long a

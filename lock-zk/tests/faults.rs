@@ -172,7 +172,7 @@ fn leader_port() -> u16 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn ensemble_failover_keeps_the_lock() {
-    let url = format!("{}?session_timeout=6s", ensemble_url());
+    let url = format!("{}?session_timeout=16s", ensemble_url());
     // The holder reaches each member through its own proxy so we know which one it uses.
     let mut proxies = Vec::new();
     for p in ports(&ensemble_url()) {
@@ -182,7 +182,7 @@ async fn ensemble_failover_keeps_the_lock() {
         .iter()
         .map(|p| format!("127.0.0.1:{}", p.addr().port()))
         .collect();
-    let holder = zk_lock(&format!("zk://{}?session_timeout=6s", hosts.join(","))).await;
+    let holder = zk_lock(&format!("zk://{}?session_timeout=16s", hosts.join(","))).await;
     let other = zk_lock(&url).await;
     let name = unique("failover");
     let g = holder.acquire(&name, &wait(10)).await.unwrap();

@@ -1,0 +1,93 @@
+//! The history checker: every hold as `(client, token, acquired_at, released_at or lost_at)` on
+//! one monotonic clock, and the overlaps between holds both holders believed valid.
+
+use std::sync::{Arc, Mutex};
+
+use tokio::time::Instant;
+
+/// One hold.
+#[derive(Debug, Clone)]
+pub struct Hold {
+    /// Which client held it.
+    pub client: String,
+    /// Its fencing token.
+    pub token: u64,
+    /// When acquire returned.
+    pub acquired_at: Instant,
+    /// When the holder stopped believing it held the lock (release called or lost() fired).
+    pub ended_at: Option<Instant>,
+    /// Whether it ended by `lost()`.
+    pub lost: bool,
+}
+
+/// A shared history of holds for one lock name.
+#[derive(Clone, Default)]
+pub struct History(Arc<Mutex<Vec<Hold>>>);
+
+impl History {
+    /// Records an acquisition; returns its index.
+    pub fn acquired(&self, client: &str, token: u64) -> usize {
+        let mut h = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        h.push(Hold {
+            client: client.to_owned(),
+            token,
+            acquired_at: Instant::now(),
+            ended_at: None,
+            lost: false,
+        });
+        h.len() - 1
+    }
+
+    /// Records the end of hold `i`.
+    pub fn ended(&self, i: usize, lost: bool) {
+        let mut h = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(hold) = h.get_mut(i) {
+            hold.ended_at.get_or_insert(Instant::now());
+            hold.lost |= lost;
+        }
+    }
+
+    /// All holds so far.
+    pub fn holds(&self) -> Vec<Hold> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Pairs of holds by different clients whose believed-valid intervals intersect.
+    pub fn overlaps(&self) -> u64 {
+        let holds = self.holds();
+        let end = |h: &Hold| h.ended_at.unwrap_or_else(Instant::now);
+        let mut n = 0;
+        for (i, a) in holds.iter().enumerate() {
+            for b in &holds[i + 1..] {
+                if a.client != b.client && a.acquired_at < end(b) && b.acquired_at < end(a) {
+                    n += 1;
+                }
+            }
+        }
+        n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn finds_overlaps() {
+        let h = History::default();
+        let a = h.acquired("a", 1);
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        let b = h.acquired("b", 2);
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        h.ended(a, false);
+        h.ended(b, false);
+        assert_eq!(h.overlaps(), 1);
+        let h2 = History::default();
+        let a = h2.acquired("a", 1);
+        h2.ended(a, false);
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        let b = h2.acquired("b", 2);
+        h2.ended(b, false);
+        assert_eq!(h2.overlaps(), 0);
+    }
+}

@@ -1,0 +1,12 @@
+//! Safety under faults: fault scenarios against every backend, a fenced resource that accepts
+//! a write only with a token ≥ the highest it has seen, and a history checker that counts holds
+//! both holders believed valid at once.
+//!
+//! `scripts/chaos.sh` runs every scenario on every backend and writes
+//! `target/chaos-report/report.md`; `tests/short.rs` runs a short version in `scripts/test.sh`.
+
+pub mod backends;
+pub mod fenced;
+pub mod history;
+pub mod report;
+pub mod scenarios;

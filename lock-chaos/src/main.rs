@@ -1,0 +1,98 @@
+//! `lock-chaos`: runs the fault scenarios and writes `target/chaos-report/report.md`.
+
+use clap::{Parser, Subcommand};
+use lock_chaos::{backends, report, scenarios};
+
+#[derive(Parser)]
+#[command(about = "distlock fault scenarios")]
+struct Args {
+    /// PostgreSQL database for the fenced resource.
+    #[arg(long, default_value = "postgres://postgres@127.0.0.1:15432/distlock")]
+    pg: String,
+    /// Only these backends (labels); default all.
+    #[arg(long = "backend")]
+    backends: Vec<String>,
+    /// Where the report goes.
+    #[arg(long, default_value = "target/chaos-report")]
+    out: std::path::PathBuf,
+    #[command(subcommand)]
+    cmd: Option<Cmd>,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// (internal) a holder process for the pause/kill scenarios.
+    #[command(hide = true)]
+    Holder {
+        #[arg(long)]
+        url: String,
+        #[arg(long)]
+        name: String,
+        #[arg(long)]
+        pg: String,
+        #[arg(long)]
+        resource: String,
+    },
+}
+
+#[tokio::main]
+async fn main() {
+    let args = Args::parse();
+    if let Some(Cmd::Holder {
+        url,
+        name,
+        pg,
+        resource,
+    }) = &args.cmd
+    {
+        if let Err(e) = scenarios::holder(url, name, pg, resource).await {
+            println!("ERROR {e}");
+            std::process::exit(1);
+        }
+        return;
+    }
+    let exe = std::env::current_exe().unwrap_or_default();
+    let dir = std::env::temp_dir().join(format!("distlock-chaos-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&dir);
+    let targets: Vec<_> = backends::all(&dir.display().to_string())
+        .into_iter()
+        .filter(|t| args.backends.is_empty() || args.backends.iter().any(|b| b == t.label))
+        .collect();
+    let (mut rows, mut failures) = (Vec::new(), Vec::new());
+    for t in &targets {
+        eprintln!("chaos: {}", t.label);
+        let mut push = |r: Result<scenarios::Outcome, String>, what: &str| match r {
+            Ok(o) => rows.push(o),
+            Err(e) => failures.push(format!("{what} on {}: {e}", t.label)),
+        };
+        push(
+            scenarios::paused_holder(t, &args.pg, &exe).await,
+            "paused holder",
+        );
+        push(
+            scenarios::client_killed(t, &args.pg, &exe).await,
+            "client killed",
+        );
+        if !t.hosts.is_empty() {
+            push(scenarios::partition(t, &args.pg).await, "partition");
+            push(scenarios::latency(t, &args.pg).await, "latency");
+        }
+    }
+    if args.backends.is_empty() || args.backends.iter().any(|b| b == "redis") {
+        match scenarios::redis_restarted(&args.pg).await {
+            Ok(o) => rows.push(o),
+            Err(e) => failures.push(format!("redis restart: {e}")),
+        }
+    }
+    let md = report::markdown(&rows, &failures);
+    let _ = std::fs::create_dir_all(&args.out);
+    let _ = std::fs::write(args.out.join("report.md"), &md);
+    println!("{md}");
+    let v = report::violations(&rows);
+    for x in &v {
+        eprintln!("VIOLATION: {x}");
+    }
+    if !v.is_empty() || !failures.is_empty() {
+        std::process::exit(1);
+    }
+}

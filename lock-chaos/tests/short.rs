@@ -1,0 +1,74 @@
+//! The short chaos run for `scripts/test.sh` (about a minute): every fault kind on a spread of
+//! backends; fails on any stale write accepted, any write accepted out of token order, and any
+//! overlap where the backend claims safety.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+
+use lock_chaos::backends::{all, Target};
+use lock_chaos::scenarios::{self, Outcome};
+
+const PG: &str = "postgres://postgres@127.0.0.1:15432/distlock";
+
+fn target(label: &str, dir: &str) -> Target {
+    all(dir).into_iter().find(|t| t.label == label).unwrap()
+}
+
+fn check(o: &Outcome, overlap_claimed_safe: bool) {
+    assert_eq!(o.stale_accepted, 0, "stale write accepted: {o:?}");
+    assert_eq!(
+        o.out_of_order, 0,
+        "write accepted out of token order: {o:?}"
+    );
+    if overlap_claimed_safe && !o.overlap_expected {
+        assert_eq!(o.overlaps, 0, "overlapping holds: {o:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn short_chaos_run() {
+    let dir = std::env::temp_dir().join(format!("distlock-chaos-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let dir = dir.display().to_string();
+    let exe = Path::new(env!("CARGO_BIN_EXE_lock-chaos"));
+    for label in ["sqlite-row", "redis", "zookeeper", "mysql-row"] {
+        let o = scenarios::paused_holder(&target(label, &dir), PG, exe)
+            .await
+            .unwrap_or_else(|e| panic!("{label}: {e}; is `scripts/services.sh up` running?"));
+        assert_eq!(
+            o.stale_rejected, 1,
+            "the paused holder's late write was not rejected on {label}: {o:?}"
+        );
+        check(&o, true);
+    }
+    for label in ["postgres-for_update", "redlock"] {
+        check(
+            &scenarios::client_killed(&target(label, &dir), PG, exe)
+                .await
+                .unwrap(),
+            true,
+        );
+    }
+    for label in ["postgres-row", "zookeeper"] {
+        check(
+            &scenarios::latency(&target(label, &dir), PG).await.unwrap(),
+            true,
+        );
+    }
+    // Partitions: fencing must hold everywhere; ZooKeeper also claims no overlap.
+    for (label, claims) in [
+        ("zookeeper", true),
+        ("redis", false),
+        ("postgres-for_update", false),
+    ] {
+        check(
+            &scenarios::partition(&target(label, &dir), PG)
+                .await
+                .unwrap(),
+            claims,
+        );
+    }
+    let o = scenarios::redis_restarted(PG).await.unwrap();
+    assert_eq!(o.stale_rejected, 1, "{o:?}");
+    check(&o, false);
+}
