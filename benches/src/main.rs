@@ -117,6 +117,10 @@ async fn run_target(
     if plan.uncontended {
         bar.set_message(format!("{label}: uncontended"));
         rows.push(scenarios::uncontended::run(&label, &*lock, Some(&raw), d).await?);
+        if t.url.starts_with("redlock://") {
+            let peer = peers::RslockPeer::new(url);
+            rows.push(scenarios::uncontended::run("rslock (redlock)", &peer, Some(&raw), d).await?);
+        }
         bar.inc(1);
     }
     if plan.contended {
@@ -132,6 +136,12 @@ async fn run_target(
                 ));
             }
             rows.push(scenarios::contended::run("naive-poll (redis)", naive, d).await?);
+        }
+        if t.url.starts_with("redlock://") {
+            let peers: Vec<Arc<dyn DistributedLock>> = (0..args.workers)
+                .map(|_| Arc::new(peers::RslockPeer::new(url)) as Arc<dyn DistributedLock>)
+                .collect();
+            rows.push(scenarios::contended::run("rslock (redlock)", peers, d).await?);
         }
         bar.inc(1);
     }

@@ -155,3 +155,102 @@ impl DistributedLock for NaivePollingLock {
         "naive-poll (redis)".into()
     }
 }
+
+/// `rslock` (the Rust Redlock crate) on the same masters: no fencing tokens, no renewal, retries
+/// with its own random delays.
+pub struct RslockPeer {
+    manager: rslock::LockManager,
+}
+
+impl std::fmt::Debug for RslockPeer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RslockPeer")
+    }
+}
+
+impl RslockPeer {
+    /// One manager over every master of a `redlock://` URL.
+    pub fn new(url: &str) -> Self {
+        let hosts = url
+            .split("://")
+            .nth(1)
+            .unwrap_or("")
+            .split(['/', '?'])
+            .next()
+            .unwrap_or("");
+        let uris: Vec<String> = hosts.split(',').map(|h| format!("redis://{h}")).collect();
+        RslockPeer {
+            manager: rslock::LockManager::new(uris),
+        }
+    }
+}
+
+struct RslockLease {
+    manager: rslock::LockManager,
+    lock: rslock::Lock,
+}
+
+#[async_trait]
+impl Lease for RslockLease {
+    async fn renew(&self, ttl: Duration) -> Result<Option<Duration>, LockError> {
+        Ok(Some(ttl))
+    }
+
+    async fn release(&self) -> Result<(), LockError> {
+        self.manager.unlock(&self.lock).await;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl DistributedLock for RslockPeer {
+    async fn acquire(&self, name: &str, opts: &AcquireOptions) -> Result<LockGuard, LockError> {
+        let at = Instant::now();
+        let attempt = self.manager.acquire_no_guard(name.as_bytes(), opts.ttl);
+        let lock = match opts.wait {
+            Some(w) => tokio::time::timeout(w, attempt)
+                .await
+                .map_err(|_| LockError::timeout(name, "rslock", w))?,
+            None => attempt.await,
+        }
+        .map_err(|e| LockError::unavailable("rslock", Some(name), format!("{e:?}"), None))?;
+        Ok(LockGuard::new(GuardParts {
+            name: name.to_owned(),
+            backend: "rslock".into(),
+            fencing_token: 0,
+            ttl: opts.ttl,
+            renew: false,
+            acquired_at: at,
+            validity: Some(opts.ttl),
+            lease: Arc::new(RslockLease {
+                manager: self.manager.clone(),
+                lock,
+            }),
+            lost: LostSignal::new(),
+        }))
+    }
+
+    async fn try_acquire(
+        &self,
+        name: &str,
+        opts: &AcquireOptions,
+    ) -> Result<Option<LockGuard>, LockError> {
+        self.acquire(name, &opts.clone().wait(Duration::from_millis(1)))
+            .await
+            .map(Some)
+            .or_else(|e| match e {
+                LockError::Timeout { .. } => Ok(None),
+                other => Err(other),
+            })
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        let mut c = Capabilities::leased(Wakeup::Backoff, false);
+        c.fencing = false;
+        c
+    }
+
+    fn backend_name(&self) -> String {
+        "rslock (redlock)".into()
+    }
+}

@@ -31,6 +31,8 @@ pub async fn run(
     let shared = Arc::new(Shared::default());
     let end = Instant::now() + duration;
     let workers = clients.len();
+    // Peers without fencing tokens (rslock) are checked for overlap only.
+    let fencing = clients.first().is_some_and(|c| c.capabilities().fencing);
     let mut tasks = Vec::new();
     for (id, lock) in clients.into_iter().enumerate() {
         let (name, shared) = (name.clone(), Arc::clone(&shared));
@@ -52,7 +54,7 @@ pub async fn run(
                 }
                 {
                     let mut last = shared.last.lock().unwrap_or_else(|p| p.into_inner());
-                    if g.fencing_token() <= last.0 {
+                    if fencing && g.fencing_token() <= last.0 {
                         shared.violations.fetch_add(1, Ordering::SeqCst);
                     }
                     last.0 = g.fencing_token();
