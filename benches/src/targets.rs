@@ -78,21 +78,10 @@ pub fn target(url: &str) -> Result<Target, LockError> {
     })
 }
 
-/// Connects a distlock client for a URL (a local scheme dispatch; the facade does the same).
+/// Connects a distlock client for a URL (through the facade's scheme registry).
 ///
 /// # Errors
 /// The backend's connect errors.
 pub async fn connect(url: &str) -> Result<Arc<dyn DistributedLock>, LockError> {
-    let scheme = url.split("://").next().unwrap_or("");
-    if lock_sql::SCHEMES.contains(&scheme) {
-        lock_sql::connect(url).await
-    } else if lock_redis::SCHEMES.contains(&scheme) {
-        lock_redis::connect(url).await
-    } else if lock_zk::SCHEMES.contains(&scheme) {
-        lock_zk::connect(url).await
-    } else {
-        Err(LockError::invalid_config(format!(
-            "unknown scheme {scheme:?}"
-        )))
-    }
+    distlock::connect(url).await
 }

@@ -30,16 +30,9 @@ impl Target {
     }
 }
 
-/// Connects any scheme.
+/// Connects any scheme (through the facade's scheme registry).
 pub async fn connect(url: &str) -> Result<Arc<dyn DistributedLock>, LockError> {
-    let scheme = url.split("://").next().unwrap_or("");
-    if lock_sql::SCHEMES.contains(&scheme) {
-        lock_sql::connect(url).await
-    } else if lock_redis::SCHEMES.contains(&scheme) {
-        lock_redis::connect(url).await
-    } else {
-        lock_zk::connect(url).await
-    }
+    distlock::connect(url).await
 }
 
 /// Every backend `scripts/services.sh up` provides (plus SQLite in `dir`).

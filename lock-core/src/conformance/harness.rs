@@ -17,6 +17,43 @@ pub struct CrashableClient {
     pub crash: Box<dyn FnOnce() -> BoxFuture<'static, ()> + Send>,
 }
 
+impl CrashableClient {
+    /// Routes a client through one [`crate::fault::FaultProxy`] per upstream port; `connect`
+    /// gets the proxies' `127.0.0.1:port` list (comma-joined) and `crash` kills every proxy.
+    ///
+    /// # Panics
+    /// When a proxy cannot bind a loopback port (test support).
+    pub async fn through_proxies<F, Fut>(ports: &[u16], connect: F) -> CrashableClient
+    where
+        F: FnOnce(String) -> Fut,
+        Fut: std::future::Future<Output = Arc<dyn DistributedLock>>,
+    {
+        let mut proxies = Vec::new();
+        for p in ports {
+            match crate::fault::FaultProxy::start(([127, 0, 0, 1], *p).into()).await {
+                Ok(proxy) => proxies.push(proxy),
+                Err(e) => panic!("cannot start a fault proxy: {e}"),
+            }
+        }
+        let hosts: Vec<String> = proxies
+            .iter()
+            .map(|p| format!("127.0.0.1:{}", p.addr().port()))
+            .collect();
+        let lock = connect(hosts.join(",")).await;
+        CrashableClient {
+            lock,
+            crash: Box::new(move || {
+                Box::pin(async move {
+                    for p in &proxies {
+                        p.kill();
+                    }
+                    drop(proxies);
+                })
+            }),
+        }
+    }
+}
+
 /// A backend factory for the conformance suite.
 ///
 /// Harness methods panic with a message naming `scripts/services.sh up` when the store is not

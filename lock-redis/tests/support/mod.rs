@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use lock_core::conformance::{CrashableClient, Harness};
-use lock_core::fault::FaultProxy;
 use lock_core::{DistributedLock, LockError};
 
 pub fn single_url() -> String {
@@ -85,31 +84,11 @@ impl Harness for RedisHarness {
     }
 
     async fn crashable_client(&self) -> CrashableClient {
-        let mut proxies = Vec::new();
-        for p in &self.ports {
-            proxies.push(
-                FaultProxy::start(([127, 0, 0, 1], *p).into())
-                    .await
-                    .unwrap(),
-            );
-        }
-        let hosts: Vec<String> = proxies
-            .iter()
-            .map(|p| format!("127.0.0.1:{}", p.addr().port()))
-            .collect();
-        let url = format!("{}://{}", self.scheme(), hosts.join(","));
-        let lock = connect_or_explain(&url).await;
-        CrashableClient {
-            lock,
-            crash: Box::new(move || {
-                Box::pin(async move {
-                    for p in &proxies {
-                        p.kill();
-                    }
-                    drop(proxies);
-                })
-            }),
-        }
+        let scheme = self.scheme().to_owned();
+        CrashableClient::through_proxies(&self.ports, |hosts| async move {
+            connect_or_explain(&format!("{scheme}://{hosts}")).await
+        })
+        .await
     }
 
     async fn remove_underneath(&self, name: &str) {

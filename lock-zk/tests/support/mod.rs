@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use lock_core::conformance::{CrashableClient, Harness};
-use lock_core::fault::FaultProxy;
 use lock_core::{DistributedLock, LockError};
 
 /// Session timeout of harness clients (the ensemble allows ≥ 1 s).
@@ -90,26 +89,11 @@ impl Harness for ZkHarness {
     }
 
     async fn crashable_client(&self) -> CrashableClient {
-        let mut proxies = Vec::new();
-        for p in ports(&self.url) {
-            proxies.push(FaultProxy::start(([127, 0, 0, 1], p).into()).await.unwrap());
-        }
-        let hosts: Vec<String> = proxies
-            .iter()
-            .map(|p| format!("127.0.0.1:{}", p.addr().port()))
-            .collect();
-        let lock = connect_or_explain(&self.client_url(&hosts.join(","))).await;
-        CrashableClient {
-            lock,
-            crash: Box::new(move || {
-                Box::pin(async move {
-                    for p in &proxies {
-                        p.kill();
-                    }
-                    drop(proxies);
-                })
-            }),
-        }
+        let url = self.client_url("{hosts}");
+        CrashableClient::through_proxies(&ports(&self.url), |hosts| async move {
+            connect_or_explain(&url.replace("{hosts}", &hosts)).await
+        })
+        .await
     }
 
     async fn remove_underneath(&self, name: &str) {
