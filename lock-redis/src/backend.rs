@@ -78,8 +78,11 @@ impl RedisLock {
                         None,
                     ));
                 }
-                (0..cfg.nodes.len())
-                    .map(|i| Node::lazy(&cfg, i, &label))
+                // Keep the connections that answered; the others reconnect lazily on later calls.
+                checks
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, c)| c.or_else(|_| Node::lazy(&cfg, i, &label)))
                     .collect::<Result<_, _>>()?
             }
         };
@@ -271,9 +274,28 @@ impl RedisLock {
                 }
             })
         });
+        let mut first_failure: Option<Instant> = None;
         loop {
             let started = Instant::now();
-            match self.round(&keys, &token, opts.ttl, queue, name).await? {
+            let outcome = match self.round(&keys, &token, opts.ttl, queue, name).await {
+                // Redlock: a round that missed a quorum is retried (after a random delay) for up to
+                // half a lease before the masters are declared unavailable.
+                Err(LockError::Unavailable { .. })
+                    if self.redlock()
+                        && !try_only
+                        && first_failure.get_or_insert_with(Instant::now).elapsed()
+                            < opts.ttl / 2
+                        && !deadline.expired() =>
+                {
+                    tokio::time::sleep(
+                        Duration::from_millis(20) + random_up_to(Duration::from_millis(80)),
+                    )
+                    .await;
+                    continue;
+                }
+                other => other?,
+            };
+            match outcome {
                 Round::Acquired {
                     token: fence,
                     validity,
