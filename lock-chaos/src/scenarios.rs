@@ -180,7 +180,8 @@ pub async fn paused_holder(t: &Target, pg: &str, exe: &std::path::Path) -> Resul
     Ok(o)
 }
 
-/// The holder writes every 50 ms until `lost()` fires; records the hold in `history`.
+/// The holder writes every 50 ms until `lost()` fires (at most 10 s); the hold ends in
+/// `history` at the instant the guard's `lost()` future completes, not when the loop notices.
 fn writer(
     g: lock_core::LockGuard,
     res: FencedResource,
@@ -189,17 +190,25 @@ fn writer(
 ) -> tokio::task::JoinHandle<Option<Instant>> {
     tokio::spawn(async move {
         let idx = history.acquired(who, g.fencing_token());
-        let mut lost_at = None;
+        let lost = g.lost();
+        let h = history.clone();
+        let mut watcher = tokio::spawn(async move {
+            let _ = lost.await;
+            h.ended(idx, true);
+            Instant::now()
+        });
         let end = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < end {
-            if g.is_lost() {
-                lost_at = Some(Instant::now());
-                history.ended(idx, true);
-                break;
+        let lost_at = loop {
+            tokio::select! {
+                at = &mut watcher => break at.ok(),
+                _ = tokio::time::sleep_until(end) => break None,
+                _ = async {
+                    let _ = res.write(who, g.fencing_token()).await;
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                } => {}
             }
-            let _ = res.write(who, g.fencing_token()).await;
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        };
+        watcher.abort();
         history.ended(idx, false);
         g.abandon();
         lost_at

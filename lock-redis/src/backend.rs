@@ -107,12 +107,14 @@ impl RedisLock {
         self.cfg.topology == Topology::Redlock
     }
 
-    /// Each node's reply bound: small next to the lease so a dead master cannot eat it.
+    /// Each node's reply bound: a quarter of the lease (capped by `timeout`), so a dead master
+    /// cannot eat the lease (acquire + token write-back take at most half of it) while a slow
+    /// link (e.g. 100 ms round trips under a 1 s lease) still gets its answers counted.
     fn per_node_timeout(&self, ttl: Duration) -> Duration {
         if self.redlock() {
             self.cfg
                 .timeout
-                .min((ttl / 10).max(Duration::from_millis(50)))
+                .min((ttl / 4).max(Duration::from_millis(10)))
         } else {
             self.cfg.timeout
         }

@@ -9,7 +9,7 @@ use redis::{Client, RedisResult, Value};
 use crate::config::RedisConfig;
 use crate::error::map;
 use crate::keys::Keys;
-use crate::scripts::{ACQUIRE, EXTEND, FENCE_WRITEBACK, LEAVE, RELEASE};
+use crate::scripts::{ACQUIRE, ALL, EXTEND, FENCE_WRITEBACK, LEAVE, RELEASE};
 
 /// The outcome of one acquire script run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,9 +43,8 @@ fn int(v: &Value) -> i64 {
 }
 
 impl Node {
-    /// Connects to node `i` of `cfg`, bounded by `cfg.timeout`. With `lazy`, the connection is
-    /// only checked by a PING (an unreachable node is returned as an error but can be retried
-    /// later by [`Node::lazy`]).
+    /// Connects to node `i` of `cfg`, bounded by `cfg.timeout`, and loads the scripts there (an
+    /// unreachable node is returned as an error; [`Node::lazy`] makes one that retries later).
     pub(crate) async fn connect(
         cfg: &RedisConfig,
         i: usize,
@@ -53,9 +52,14 @@ impl Node {
     ) -> Result<Node, LockError> {
         let node = Self::lazy(cfg, i, label)?;
         let mut c = node.conn.clone();
-        let cmd = redis::cmd("PING");
-        let ping = cmd.query_async::<String>(&mut c);
-        match tokio::time::timeout(cfg.timeout + Duration::from_secs(1), ping).await {
+        // One round trip checks the node and loads every script, so the first EVALSHA of a
+        // lock call does not pay NOSCRIPT + SCRIPT LOAD + retry (three round trips on a slow link).
+        let mut load = redis::pipe();
+        for s in ALL {
+            load.cmd("SCRIPT").arg("LOAD").arg(s);
+        }
+        let loaded = load.query_async::<Vec<String>>(&mut c);
+        match tokio::time::timeout(cfg.timeout + Duration::from_secs(1), loaded).await {
             Ok(Ok(_)) => Ok(node),
             Ok(Err(e)) => Err(map(e, label, None)),
             Err(_) => Err(LockError::unavailable(

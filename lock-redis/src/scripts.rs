@@ -1,22 +1,34 @@
-//! The Lua scripts, loaded once per connection and run by `EVALSHA` (redis-rs falls back to
-//! `EVAL`+`SCRIPT LOAD` on `NOSCRIPT`). Each `.lua` file states the invariant it keeps.
+//! The Lua scripts, loaded at connect and run by `EVALSHA` (redis-rs falls back to
+//! `SCRIPT LOAD` + `EVALSHA` on `NOSCRIPT`, e.g. after `SCRIPT FLUSH` or a restart). Each `.lua`
+//! file states the invariant it keeps.
 
 use std::sync::LazyLock;
 
 use redis::Script;
 
+const ACQUIRE_LUA: &str = include_str!("lua/acquire.lua");
+const RELEASE_LUA: &str = include_str!("lua/release.lua");
+const EXTEND_LUA: &str = include_str!("lua/extend.lua");
+const LEAVE_LUA: &str = include_str!("lua/leave.lua");
+const FENCE_WRITEBACK_LUA: &str = include_str!("lua/fence_writeback.lua");
+
 /// Take the lock (fair queue, fencing token) in one round trip.
-pub(crate) static ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("lua/acquire.lua")));
+pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(ACQUIRE_LUA));
 /// Release our own lock and wake the next waiter.
-pub(crate) static RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("lua/release.lua")));
+pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_LUA));
 /// Extend our own lease.
-pub(crate) static EXTEND: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("lua/extend.lua")));
+pub(crate) static EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(EXTEND_LUA));
 /// Leave the waiter queue.
-pub(crate) static LEAVE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("lua/leave.lua")));
+pub(crate) static LEAVE: LazyLock<Script> = LazyLock::new(|| Script::new(LEAVE_LUA));
 /// Redlock: raise a node's fencing counter to the agreed token.
 pub(crate) static FENCE_WRITEBACK: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("lua/fence_writeback.lua")));
+    LazyLock::new(|| Script::new(FENCE_WRITEBACK_LUA));
+
+/// Every script's source, for loading them all in one round trip at connect.
+pub(crate) const ALL: [&str; 5] = [
+    ACQUIRE_LUA,
+    RELEASE_LUA,
+    EXTEND_LUA,
+    LEAVE_LUA,
+    FENCE_WRITEBACK_LUA,
+];
