@@ -86,5 +86,11 @@ pub fn all(sqlite_dir: &str) -> Vec<Target> {
             hosts: vec![12181],
             lease: false,
         },
+        Target {
+            label: "zookeeper-ensemble",
+            template: "zk://{hosts}?session_timeout=2s".into(),
+            hosts: vec![12281, 12282, 12283],
+            lease: false,
+        },
     ]
 }

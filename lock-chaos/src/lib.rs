@@ -10,3 +10,4 @@ pub mod fenced;
 pub mod history;
 pub mod report;
 pub mod scenarios;
+pub mod store_faults;

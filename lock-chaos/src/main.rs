@@ -1,7 +1,7 @@
 //! `lock-chaos`: runs the fault scenarios and writes `target/chaos-report/report.md`.
 
 use clap::{Parser, Subcommand};
-use lock_chaos::{backends, report, scenarios};
+use lock_chaos::{backends, report, scenarios, store_faults};
 
 #[derive(Parser)]
 #[command(about = "distlock fault scenarios")]
@@ -15,6 +15,9 @@ struct Args {
     /// Where the report goes.
     #[arg(long, default_value = "target/chaos-report")]
     out: std::path::PathBuf,
+    /// How often to repeat the partition and server-kill scenarios (for lost() percentiles).
+    #[arg(long, default_value_t = 3)]
+    repeat: u32,
     #[command(subcommand)]
     cmd: Option<Cmd>,
 }
@@ -73,9 +76,35 @@ async fn main() {
             scenarios::client_killed(t, &args.pg, &exe).await,
             "client killed",
         );
-        if !t.hosts.is_empty() {
-            push(scenarios::partition(t, &args.pg).await, "partition");
-            push(scenarios::latency(t, &args.pg).await, "latency");
+        if t.hosts.is_empty() {
+            continue;
+        }
+        push(
+            repeat(args.repeat, || scenarios::partition(t, &args.pg)).await,
+            "partition",
+        );
+        push(scenarios::latency(t, &args.pg).await, "latency");
+        let sql = t.template.starts_with("postgres") || t.template.starts_with("mysql");
+        if sql {
+            push(
+                repeat(args.repeat, || {
+                    store_faults::server_killed_connection(t, &args.pg)
+                })
+                .await,
+                "server-side kill",
+            );
+        }
+        if t.label == "zookeeper-ensemble" {
+            push(
+                store_faults::zk_leader_killed(t, &args.pg).await,
+                "leader killed",
+            );
+        }
+        if t.label == "redlock" {
+            push(
+                store_faults::redlock_master_restarted(t, &args.pg).await,
+                "master restarted",
+            );
         }
     }
     if args.backends.is_empty() || args.backends.iter().any(|b| b == "redis") {
@@ -95,4 +124,17 @@ async fn main() {
     if !v.is_empty() || !failures.is_empty() {
         std::process::exit(1);
     }
+}
+
+/// Runs a scenario `n` times (at least once) and folds the outcomes into one row.
+async fn repeat<F, Fut>(n: u32, mut f: F) -> Result<scenarios::Outcome, String>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<scenarios::Outcome, String>>,
+{
+    let mut all = f().await?;
+    for _ in 1..n {
+        all.merge(f().await?);
+    }
+    Ok(all)
 }

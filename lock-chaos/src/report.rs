@@ -7,14 +7,17 @@ use crate::scenarios::Outcome;
 /// Renders the Markdown table.
 pub fn markdown(rows: &[Outcome], failures: &[String]) -> String {
     let mut s = String::from("# distlock chaos report\n\n");
-    let _ = writeln!(s, "| scenario | backend | acquisitions | overlaps | stale writes accepted | stale writes rejected | out-of-order accepted | lost after (ms) | note |");
+    let _ = writeln!(s, "| scenario | backend | acquisitions | overlaps | stale writes accepted | stale writes rejected | out-of-order accepted | lost() after the fault, ms p50 / max | note |");
     let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|---:|---|");
     for r in rows {
         let lost = if r.lost_ms.is_empty() {
             "–".to_owned()
         } else {
-            let max = r.lost_ms.iter().copied().fold(0.0, f64::max);
-            format!("{max:.0}")
+            let mut v = r.lost_ms.clone();
+            v.sort_by(f64::total_cmp);
+            let p50 = v[(v.len() - 1) / 2];
+            let max = v[v.len() - 1];
+            format!("{p50:.0} / {max:.0} (n={})", v.len())
         };
         let overlaps = if r.overlap_expected {
             format!("{} (expected)", r.overlaps)

@@ -43,13 +43,32 @@ pub struct Outcome {
     pub note: String,
 }
 
-fn opts() -> AcquireOptions {
+impl Outcome {
+    /// Folds a repetition of the same scenario on the same backend into this one.
+    pub fn merge(&mut self, o: Outcome) {
+        self.acquisitions += o.acquisitions;
+        self.overlaps += o.overlaps;
+        self.stale_accepted += o.stale_accepted;
+        self.stale_rejected += o.stale_rejected;
+        self.out_of_order += o.out_of_order;
+        self.lost_ms.extend(o.lost_ms);
+        if !o.note.is_empty() && self.note != o.note {
+            self.note = format!("{}; {}", self.note, o.note);
+        }
+    }
+}
+
+pub(crate) fn opts() -> AcquireOptions {
     AcquireOptions::new()
         .ttl(LEASE)
         .wait(Duration::from_secs(15))
 }
 
-async fn resource(pg: &str, scenario: &str, t: &Target) -> Result<FencedResource, String> {
+pub(crate) async fn resource(
+    pg: &str,
+    scenario: &str,
+    t: &Target,
+) -> Result<FencedResource, String> {
     FencedResource::create(
         pg,
         &format!("{scenario}-{}-{}", t.label, &lock_core::owner_token()[..6]),
@@ -57,7 +76,7 @@ async fn resource(pg: &str, scenario: &str, t: &Target) -> Result<FencedResource
     .await
 }
 
-async fn proxies(t: &Target) -> Result<Vec<FaultProxy>, String> {
+pub(crate) async fn proxies(t: &Target) -> Result<Vec<FaultProxy>, String> {
     let mut v = Vec::new();
     for p in &t.hosts {
         v.push(
@@ -180,36 +199,49 @@ pub async fn paused_holder(t: &Target, pg: &str, exe: &std::path::Path) -> Resul
     Ok(o)
 }
 
-/// The holder writes every 50 ms until `lost()` fires (at most 10 s); the hold ends in
-/// `history` at the instant the guard's `lost()` future completes, not when the loop notices.
-fn writer(
+/// Writes to `res` with the guard's token every 30 ms for at most `max`, or until `lost()`
+/// fires; the hold ends in `history` at the instant the guard's `lost()` future completes (not
+/// when this loop notices). Returns when `lost()` fired, if it did.
+pub(crate) async fn hold_writing(
+    g: &lock_core::LockGuard,
+    res: &FencedResource,
+    history: &History,
+    who: &str,
+    max: Duration,
+) -> Option<Instant> {
+    let idx = history.acquired(who, g.fencing_token());
+    let lost = g.lost();
+    let h = history.clone();
+    let mut watcher = tokio::spawn(async move {
+        let _ = lost.await;
+        h.ended(idx, true);
+        Instant::now()
+    });
+    let end = Instant::now() + max;
+    let lost_at = loop {
+        tokio::select! {
+            at = &mut watcher => break at.ok(),
+            _ = tokio::time::sleep_until(end) => break None,
+            _ = async {
+                let _ = res.write(who, g.fencing_token()).await;
+                tokio::time::sleep(Duration::from_millis(30)).await;
+            } => {}
+        }
+    };
+    watcher.abort();
+    history.ended(idx, false);
+    lost_at
+}
+
+/// A holder task: [`hold_writing`] for up to 10 s, then drops the guard without releasing.
+pub(crate) fn writer(
     g: lock_core::LockGuard,
     res: FencedResource,
     history: History,
     who: &'static str,
 ) -> tokio::task::JoinHandle<Option<Instant>> {
     tokio::spawn(async move {
-        let idx = history.acquired(who, g.fencing_token());
-        let lost = g.lost();
-        let h = history.clone();
-        let mut watcher = tokio::spawn(async move {
-            let _ = lost.await;
-            h.ended(idx, true);
-            Instant::now()
-        });
-        let end = Instant::now() + Duration::from_secs(10);
-        let lost_at = loop {
-            tokio::select! {
-                at = &mut watcher => break at.ok(),
-                _ = tokio::time::sleep_until(end) => break None,
-                _ = async {
-                    let _ = res.write(who, g.fencing_token()).await;
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                } => {}
-            }
-        };
-        watcher.abort();
-        history.ended(idx, false);
+        let lost_at = hold_writing(&g, &res, &history, who, Duration::from_secs(10)).await;
         g.abandon();
         lost_at
     })

@@ -7,6 +7,7 @@ use std::path::Path;
 
 use lock_chaos::backends::{all, Target};
 use lock_chaos::scenarios::{self, Outcome};
+use lock_chaos::store_faults;
 
 const PG: &str = "postgres://postgres@127.0.0.1:15432/distlock";
 
@@ -67,6 +68,32 @@ async fn short_chaos_run() {
                 .unwrap(),
             claims,
         );
+    }
+    // Store faults: ZooKeeper and Redlock claim no overlap through them; a connection-bound
+    // SQL lock ends at a server-side kill before its holder can know (fencing must hold).
+    check(
+        &store_faults::zk_leader_killed(&target("zookeeper-ensemble", &dir), PG)
+            .await
+            .unwrap(),
+        true,
+    );
+    check(
+        &store_faults::redlock_master_restarted(&target("redlock", &dir), PG)
+            .await
+            .unwrap(),
+        true,
+    );
+    for (label, claims) in [("mysql-row", true), ("postgres-for_update", false)] {
+        let o = store_faults::server_killed_connection(&target(label, &dir), PG)
+            .await
+            .unwrap();
+        check(&o, claims);
+        if !claims {
+            assert!(
+                !o.lost_ms.is_empty(),
+                "{label}: the holder never learned its connection was killed: {o:?}"
+            );
+        }
     }
     let o = scenarios::redis_restarted(PG).await.unwrap();
     assert_eq!(o.stale_rejected, 1, "{o:?}");

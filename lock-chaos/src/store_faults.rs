@@ -1,0 +1,301 @@
+//! Faults on the store's side: a ZooKeeper ensemble leader SIGKILLed, one Redlock master
+//! restarted empty, and a SQL holder's connections killed by the server (`pg_terminate_backend`,
+//! `KILL`). Processes are driven through `scripts/services.sh stop-one/start-one`.
+
+use std::future::Future;
+use std::process::Command;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use lock_core::{AcquireOptions, DistributedLock};
+use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
+use sqlx::{AnyPool, AssertSqlSafe, Row};
+use tokio::time::Instant;
+
+use crate::backends::{connect, Target};
+use crate::history::History;
+use crate::scenarios::{hold_writing, resource, Outcome};
+
+fn services(args: &[&str]) -> Result<String, String> {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/services.sh");
+    let out = Command::new(script)
+        .args(args)
+        .output()
+        .map_err(|e| format!("{script}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "services.sh {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Restarts a stopped service when dropped, whatever the scenario did.
+struct Restart(String);
+
+impl Drop for Restart {
+    fn drop(&mut self) {
+        let _ = services(&["start-one", &self.0]);
+    }
+}
+
+/// The port of the ensemble's current leader.
+fn zk_leader() -> Result<u16, String> {
+    services(&["status", "zk-ensemble"])?
+        .lines()
+        .find(|l| l.contains("(leader)"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|p| p.parse().ok())
+        .ok_or_else(|| "no ensemble leader; run `scripts/services.sh up`".to_owned())
+}
+
+/// Milliseconds from `from` to each instant.
+fn ms_after(from: Instant, at: &[Instant]) -> Vec<f64> {
+    at.iter()
+        .map(|a| a.saturating_duration_since(from).as_secs_f64() * 1000.0)
+        .collect()
+}
+
+/// Two clients take turns on one name (hold 150 ms, writing) for `run`; `fault` starts 1.5 s
+/// in. Acquire errors while the store recovers are counted, not fatal.
+async fn contend_through<F, Fut>(
+    t: &Target,
+    url: &str,
+    pg: &str,
+    scenario: &str,
+    run: Duration,
+    fault: F,
+) -> Result<Outcome, String>
+where
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = Result<String, String>>,
+{
+    let res = resource(pg, scenario.split(' ').next().unwrap_or("store"), t).await?;
+    let name = format!("chaos-store-{}", &lock_core::owner_token()[..8]);
+    let history = History::default();
+    let end = Instant::now() + run;
+    let mut tasks = Vec::new();
+    for who in ["a", "b"] {
+        let lock: Arc<dyn DistributedLock> = connect(url).await.map_err(|e| e.to_string())?;
+        let (name, res, history) = (name.clone(), res.clone(), history.clone());
+        tasks.push(tokio::spawn(async move {
+            let (mut n, mut errors, mut lost) = (0u64, 0u64, Vec::new());
+            while Instant::now() < end {
+                let opts = AcquireOptions::new()
+                    .ttl(Duration::from_secs(1))
+                    .wait(end.saturating_duration_since(Instant::now()));
+                let g = match lock.acquire(&name, &opts).await {
+                    Ok(g) => g,
+                    // The run's end cut the wait short: not the fault's doing.
+                    Err(lock_core::LockError::Timeout { .. }) => continue,
+                    Err(_) => {
+                        errors += 1;
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        continue;
+                    }
+                };
+                n += 1;
+                match hold_writing(&g, &res, &history, who, Duration::from_millis(150)).await {
+                    Some(at) => {
+                        lost.push(at);
+                        g.abandon();
+                    }
+                    None => {
+                        let _ = g.release().await;
+                    }
+                }
+            }
+            (n, errors, lost)
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let fault_at = Instant::now();
+    let what = fault().await?;
+    let (mut acquisitions, mut errors, mut lost) = (0, 0, Vec::new());
+    for task in tasks {
+        let (n, e, l) = task.await.map_err(|e| e.to_string())?;
+        acquisitions += n;
+        errors += e;
+        lost.extend(l);
+    }
+    let stats = res.stats().await?;
+    Ok(Outcome {
+        scenario: scenario.into(),
+        backend: t.label.into(),
+        acquisitions,
+        overlaps: history.overlaps(),
+        stale_rejected: stats.rejected,
+        out_of_order: stats.out_of_order,
+        lost_ms: ms_after(fault_at, &lost),
+        note: format!("{what}; {errors} acquire errors while it recovered"),
+        ..Default::default()
+    })
+}
+
+/// ZooKeeper: the ensemble leader is SIGKILLed while two clients take turns, and restarted
+/// 4 s later. No overlap; holders whose session could not be confirmed report `lost()`.
+pub async fn zk_leader_killed(t: &Target, pg: &str) -> Result<Outcome, String> {
+    let url = t.url().replace("session_timeout=2s", "session_timeout=8s");
+    contend_through(
+        t,
+        &url,
+        pg,
+        "leader killed (3-node ensemble)",
+        Duration::from_secs(9),
+        || async {
+            let leader = zk_leader()?;
+            let member = format!("zk-{leader}");
+            let restart = Restart(member.clone());
+            services(&["stop-one", &member])?;
+            tokio::time::sleep(Duration::from_secs(4)).await;
+            drop(restart);
+            Ok(format!("leader {leader} killed, back after 4 s"))
+        },
+    )
+    .await
+}
+
+/// Redlock: one of five masters is SIGKILLed and restarted empty (no persistence) while two
+/// clients take turns. The other four still form quorums: no overlap.
+pub async fn redlock_master_restarted(t: &Target, pg: &str) -> Result<Outcome, String> {
+    let port = *t.hosts.get(2).ok_or("redlock needs five masters")?;
+    contend_through(
+        t,
+        &t.url(),
+        pg,
+        "one master restarted empty",
+        Duration::from_secs(6),
+        || async move {
+            let member = format!("redis-{port}");
+            let restart = Restart(member.clone());
+            services(&["stop-one", &member])?;
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            drop(restart);
+            Ok(format!("master {port} killed, restarted empty after 0.5 s"))
+        },
+    )
+    .await
+}
+
+/// The server's sessions in database `distlock`, excluding the asking one.
+async fn sessions(admin: &AnyPool, mysql: bool) -> Result<Vec<i64>, String> {
+    let q = if mysql {
+        "SELECT CAST(ID AS SIGNED) FROM information_schema.PROCESSLIST WHERE DB = 'distlock' AND ID <> CONNECTION_ID()"
+    } else {
+        "SELECT pid::bigint FROM pg_stat_activity WHERE datname = 'distlock' AND pid <> pg_backend_pid()"
+    };
+    sqlx::query(q)
+        .fetch_all(admin)
+        .await
+        .map_err(|e| e.to_string())?
+        .iter()
+        .map(|r| r.try_get::<i64, _>(0).map_err(|e| e.to_string()))
+        .collect()
+}
+
+async fn kill_sessions(admin: &AnyPool, mysql: bool, ids: &[i64]) -> Result<(), String> {
+    for id in ids {
+        let q = if mysql {
+            format!("KILL CONNECTION {id}")
+        } else {
+            format!("SELECT pg_terminate_backend({id})")
+        };
+        // A session that already ended is fine.
+        let _ = sqlx::query(AssertSqlSafe(q)).execute(admin).await;
+    }
+    Ok(())
+}
+
+/// PostgreSQL / MariaDB: every connection of the holder's client is killed by the server
+/// (`pg_terminate_backend` / `KILL CONNECTION`) while another client waits. Row mode keeps its
+/// lease (it reconnects and renews); `for_update` loses its lock at the kill, the holder learns it
+/// at its next renewal, and fencing rejects its writes after the new holder's.
+pub async fn server_killed_connection(t: &Target, pg: &str) -> Result<Outcome, String> {
+    let mysql = t.template.starts_with("mysql");
+    sqlx::any::install_default_drivers();
+    let url = t.url();
+    let store = url.split('?').next().unwrap_or(&url);
+    let admin = AnyPoolOptions::new()
+        .max_connections(1)
+        .connect_with(AnyConnectOptions::from_str(store).map_err(|e| e.to_string())?)
+        .await
+        .map_err(|e| e.to_string())?;
+    let res = resource(pg, "server-kill", t).await?;
+    let other = connect(&t.url()).await.map_err(|e| e.to_string())?;
+    let name = format!("chaos-kill-{}", &lock_core::owner_token()[..8]);
+    let before = sessions(&admin, mysql).await?;
+    let holder = connect(&t.url()).await.map_err(|e| e.to_string())?;
+    let g = holder
+        .acquire(&name, &crate::scenarios::opts())
+        .await
+        .map_err(|e| e.to_string())?;
+    let theirs: Vec<i64> = sessions(&admin, mysql)
+        .await?
+        .into_iter()
+        .filter(|id| !before.contains(id))
+        .collect();
+    let history = History::default();
+    // The holder writes for 3 s, then releases (if it still believes it holds the lock).
+    let w = tokio::spawn({
+        let (res, history) = (res.clone(), history.clone());
+        async move {
+            let lost =
+                hold_writing(&g, &res, &history, "killed-holder", Duration::from_secs(3)).await;
+            if lost.is_none() {
+                let _ = g.release().await;
+            }
+            lost
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let waiting = tokio::spawn({
+        let name = name.clone();
+        async move {
+            other
+                .acquire(
+                    &name,
+                    &AcquireOptions::new()
+                        .ttl(Duration::from_secs(5))
+                        .wait(Duration::from_secs(15)),
+                )
+                .await
+                .map(|g| (g, Instant::now()))
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let killed_at = Instant::now();
+    kill_sessions(&admin, mysql, &theirs).await?;
+    let (g2, took_at) = waiting
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())?;
+    let i2 = history.acquired("other", g2.fencing_token());
+    for _ in 0..5 {
+        res.write("other", g2.fencing_token()).await?;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let lost_at = w.await.map_err(|e| e.to_string())?;
+    history.ended(i2, false);
+    let _ = g2.release().await;
+    let stats = res.stats().await?;
+    let lease = t.lease;
+    Ok(Outcome {
+        scenario: "holder's connections killed by the server".into(),
+        backend: t.label.into(),
+        acquisitions: 2,
+        overlaps: history.overlaps(),
+        // A connection-bound lock ends at the kill; its holder learns it at the next renewal.
+        overlap_expected: !lease,
+        stale_rejected: stats.rejected,
+        out_of_order: stats.out_of_order,
+        lost_ms: ms_after(killed_at, &lost_at.into_iter().collect::<Vec<_>>()),
+        note: format!(
+            "{} sessions killed; next holder {:.0} ms after",
+            theirs.len(),
+            took_at.saturating_duration_since(killed_at).as_secs_f64() * 1000.0
+        ),
+        ..Default::default()
+    })
+}
