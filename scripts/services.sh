@@ -6,12 +6,15 @@
 #
 # Installs missing Debian packages, keeps every instance's data under
 # ${DISTLOCK_SERVICES_DIR:-/tmp/distlock-services}, binds 127.0.0.1 only, waits until each
-# answers, and is idempotent. Ports: Redis 16379, Redlock 17001-17005, ZooKeeper 12181 and an
-# ensemble on 12281-12283, PostgreSQL 15432, MariaDB 13306.
+# answers, and is idempotent. Ports: Redis 16379 (+ a read-only replica on 16380), Redlock
+# 17001-17005, ZooKeeper 12181 and an ensemble on 12281-12283, PostgreSQL 15432 (trust auth, plus
+# role distlock_pw / password distlock-pw that must authenticate; the same user exists on every
+# Redis), MariaDB 13306.
 set -euo pipefail
 
 DIR="${DISTLOCK_SERVICES_DIR:-/tmp/distlock-services}"
 REDIS_PORT=16379
+REDIS_REPLICA_PORT=16380   # a read-only replica of 16379, for the -READONLY test
 REDLOCK_PORTS=(17001 17002 17003 17004 17005)
 ZK_PORT=12181
 ZK_ENSEMBLE_PORTS=(12281 12282 12283)
@@ -82,12 +85,18 @@ redis_start() {
   local port=$1 d="$DIR/redis-$1"
   ensure_pkg redis-server redis-server
   mkdir -p "$d"
-  if alive "$(pidof_file "$(redis_pidfile "$port")")" && redis_ok "$port"; then return 0; fi
+  if alive "$(pidof_file "$(redis_pidfile "$port")")" && redis_ok "$port"; then redis_acl "$port"; return 0; fi
   rm -f "$(redis_pidfile "$port")"
+  local extra=()
+  [ "$port" = "$REDIS_REPLICA_PORT" ] && extra=(--replicaof 127.0.0.1 "$REDIS_PORT")
   redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --daemonize yes \
     --pidfile "$(redis_pidfile "$port")" --logfile "$d/redis.log" --dir "$d" \
-    --maxclients 4000 >/dev/null
+    --maxclients 4000 "${extra[@]}" >/dev/null
   wait_until "redis on $port" "$d/redis.log" redis_ok "$port"
+  redis_acl "$port"
+}
+redis_acl() { # A user that must give its password (the default has none), for the bad-input tests.
+  redis-cli -h 127.0.0.1 -p "$1" acl setuser distlock_pw on '>distlock-pw' '~*' '&*' '+@all' >/dev/null
 }
 redis_stop() {
   local pid; pid=$(pidof_file "$(redis_pidfile "$1")")
@@ -169,6 +178,17 @@ pg_up() {
   if [ "$(psql -h 127.0.0.1 -p "$PG_PORT" -U postgres -tAc "select 1 from pg_database where datname='distlock'")" != "1" ]; then
     psql -h 127.0.0.1 -p "$PG_PORT" -U postgres -qc "create database distlock" >/dev/null 2>&1 || true
   fi
+  # A role that must give its password (the rest of this private instance trusts loopback), so
+  # the bad-input tests can show a wrong password being refused.
+  local hba="$PG_DIR/data/pg_hba.conf"
+  if ! grep -q '^host all distlock_pw ' "$hba"; then
+    sed -i '1i host all distlock_pw 127.0.0.1/32 scram-sha-256' "$hba"
+    psql -h 127.0.0.1 -p "$PG_PORT" -U postgres -qtAc "select pg_reload_conf()" >/dev/null
+  fi
+  psql -h 127.0.0.1 -p "$PG_PORT" -U postgres -qc "do \$\$ begin
+      if not exists (select from pg_roles where rolname = 'distlock_pw') then
+        create role distlock_pw login password 'distlock-pw';
+      end if; end \$\$; grant all on database distlock to distlock_pw" >/dev/null
 }
 pg_down() {
   local bin; bin=$(pg_bin)
@@ -218,7 +238,7 @@ ALL=(redis redlock zk zk-ensemble postgres mysql)
 
 svc_up() {
   case $1 in
-    redis) redis_start "$REDIS_PORT" ;;
+    redis) redis_start "$REDIS_PORT"; redis_start "$REDIS_REPLICA_PORT" ;;
     redlock) for p in "${REDLOCK_PORTS[@]}"; do redis_start "$p"; done ;;
     zk) zk_start "$ZK_PORT"; zk_wait "$ZK_PORT" ;;
     zk-ensemble)
@@ -231,7 +251,7 @@ svc_up() {
 }
 svc_down() {
   case $1 in
-    redis) redis_stop "$REDIS_PORT" ;;
+    redis) redis_stop "$REDIS_REPLICA_PORT"; redis_stop "$REDIS_PORT" ;;
     redlock) for p in "${REDLOCK_PORTS[@]}"; do redis_stop "$p"; done ;;
     zk) zk_stop "$ZK_PORT" ;;
     zk-ensemble) for p in "${ZK_ENSEMBLE_PORTS[@]}"; do zk_stop "$p"; done ;;
@@ -243,7 +263,7 @@ svc_down() {
 svc_status() { # prints lines, returns non-zero if any is down
   local bad=0 p
   case $1 in
-    redis) if redis_ok "$REDIS_PORT"; then echo "redis $REDIS_PORT up"; else echo "redis $REDIS_PORT down"; bad=1; fi ;;
+    redis) for p in "$REDIS_PORT" "$REDIS_REPLICA_PORT"; do if redis_ok "$p"; then echo "redis $p up"; else echo "redis $p down"; bad=1; fi; done ;;
     redlock) for p in "${REDLOCK_PORTS[@]}"; do if redis_ok "$p"; then echo "redlock $p up"; else echo "redlock $p down"; bad=1; fi; done ;;
     zk) if zk_ok "$ZK_PORT"; then echo "zk $ZK_PORT up"; else echo "zk $ZK_PORT down"; bad=1; fi ;;
     zk-ensemble) for p in "${ZK_ENSEMBLE_PORTS[@]}"; do if zk_ok "$p"; then echo "zk-ensemble $p up ($(tcp_say "$p" srvr | sed -n 's/^Mode: //p'))"; else echo "zk-ensemble $p down"; bad=1; fi; done ;;

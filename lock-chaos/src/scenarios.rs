@@ -39,6 +39,8 @@ pub struct Outcome {
     pub out_of_order: u64,
     /// ms from the fault to the holder's `lost()` firing.
     pub lost_ms: Vec<f64>,
+    /// ms from the fault to another client holding the lock.
+    pub next_holder_ms: Vec<f64>,
     /// Anything the reader must know.
     pub note: String,
 }
@@ -52,7 +54,8 @@ impl Outcome {
         self.stale_rejected += o.stale_rejected;
         self.out_of_order += o.out_of_order;
         self.lost_ms.extend(o.lost_ms);
-        if !o.note.is_empty() && self.note != o.note {
+        self.next_holder_ms.extend(o.next_holder_ms);
+        if !o.note.is_empty() && !self.note.contains(&o.note) {
             self.note = format!("{}; {}", self.note, o.note);
         }
     }
@@ -303,10 +306,7 @@ pub async fn partition(t: &Target, pg: &str) -> Result<Outcome, String> {
             .map(|l| (l - cut).as_secs_f64() * 1000.0)
             .into_iter()
             .collect(),
-        note: format!(
-            "next holder {:.0} ms after the cut",
-            other_at.as_secs_f64() * 1000.0
-        ),
+        next_holder_ms: vec![other_at.as_secs_f64() * 1000.0],
         ..Default::default()
     })
 }
@@ -395,7 +395,7 @@ pub async fn client_killed(t: &Target, pg: &str, exe: &std::path::Path) -> Resul
         backend: t.label.into(),
         acquisitions: 2,
         out_of_order: res.stats().await?.out_of_order,
-        note: format!("next holder after {:.0} ms", took.as_secs_f64() * 1000.0),
+        next_holder_ms: vec![took.as_secs_f64() * 1000.0],
         ..Default::default()
     })
 }

@@ -291,11 +291,8 @@ pub async fn server_killed_connection(t: &Target, pg: &str) -> Result<Outcome, S
         stale_rejected: stats.rejected,
         out_of_order: stats.out_of_order,
         lost_ms: ms_after(killed_at, &lost_at.into_iter().collect::<Vec<_>>()),
-        note: format!(
-            "{} sessions killed; next holder {:.0} ms after",
-            theirs.len(),
-            took_at.saturating_duration_since(killed_at).as_secs_f64() * 1000.0
-        ),
+        next_holder_ms: ms_after(killed_at, &[took_at]),
+        note: format!("{} sessions killed", theirs.len()),
         ..Default::default()
     })
 }

@@ -63,10 +63,19 @@ impl RedisLock {
         let nodes = match cfg.topology {
             Topology::Single => vec![Node::connect(&cfg, 0, &label).await?],
             Topology::Redlock => {
-                let checks =
+                let mut checks =
                     join_all((0..cfg.nodes.len()).map(|i| Node::connect(&cfg, i, &label))).await;
                 let up = checks.iter().filter(|c| c.is_ok()).count();
+                // Refused credentials (or any other configuration error) say more than "down".
                 if up < cfg.quorum() {
+                    if let Some(i) = checks
+                        .iter()
+                        .position(|c| matches!(c, Err(LockError::InvalidConfig { .. })))
+                    {
+                        return Err(checks.swap_remove(i).err().unwrap_or_else(|| {
+                            LockError::invalid_config("a Redlock master refused the configuration")
+                        }));
+                    }
                     return Err(LockError::unavailable(
                         &label,
                         None,

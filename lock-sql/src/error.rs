@@ -90,6 +90,16 @@ pub(crate) fn map(err: sqlx::Error, backend: &str, name: Option<&str>) -> LockEr
                 db.message()
             ))
         }
+        // PostgreSQL 3D000 / MySQL 1049 ("Unknown database"): the URL names a database the server does not have.
+        sqlx::Error::Database(ref db)
+            if db.code().is_some_and(|c| c == "3D000")
+                || db.message().starts_with("Unknown database") =>
+        {
+            LockError::invalid_config(format!(
+                "{backend}: {}; create it or fix the database name in the URL",
+                db.message()
+            ))
+        }
         other => LockError::backend(
             backend,
             name,
