@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Private store instances on loopback for distlock's tests and benchmarks.
 #
-#   scripts/services.sh up|down|status [service…]   services: redis redlock zk zk-ensemble postgres mysql
+#   scripts/services.sh up|down|status [service…]   services: redis redlock zk zk-ensemble zk-netns postgres mysql
 #   scripts/services.sh stop-one NAME | start-one NAME | pid NAME   (NAME: redis-17003, zk-12282, …)
+#   scripts/services.sh netns-cut A B | netns-heal A B   (cut / heal zk-netns members A and B)
 #
 # Installs missing Debian packages, keeps every instance's data under
 # ${DISTLOCK_SERVICES_DIR:-/tmp/distlock-services}, binds 127.0.0.1 only, waits until each
@@ -61,11 +62,11 @@ wait_until() { # wait_until DESCRIPTION LOGFILE COMMAND…
   done
 }
 
-tcp_say() { # tcp_say PORT WORD -> prints the answer of a ZooKeeper four-letter word
-  python3 - "$1" "$2" <<'EOF'
+tcp_say() { # tcp_say PORT WORD [HOST] -> prints the answer of a ZooKeeper four-letter word
+  python3 - "$1" "$2" "${3:-127.0.0.1}" <<'EOF'
 import socket, sys
 try:
-    s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=2)
+    s = socket.create_connection((sys.argv[3], int(sys.argv[1])), timeout=2)
     s.sendall(sys.argv[2].encode()); s.shutdown(socket.SHUT_WR)
     out = b""
     while True:
@@ -157,6 +158,77 @@ zk_stop() {
   rm -f "$d/zk.pid"
 }
 
+# --- ZooKeeper in network namespaces -----------------------------------------------------------
+# A second 3-node ensemble whose members live in their own network namespaces (dl-zk1..3, on a
+# bridge dlbr0: members 10.231.0.1-3, this host 10.231.0.254), so one member can be cut from
+# another (a follower from its leader) while clients still reach it — a partition a TCP proxy
+# cannot fake. Only these namespaces' own addresses are used.
+NETNS_NET=10.231.0
+NETNS_N=(1 2 3)
+netns_ip() { echo "$NETNS_NET.$1"; }
+netns_net_up() {
+  ensure_pkg ip iproute2
+  ip link show dlbr0 >/dev/null 2>&1 || {
+    ip link add dlbr0 type bridge && ip addr add "$NETNS_NET.254/24" dev dlbr0 && ip link set dlbr0 up
+  } || die "cannot create bridge dlbr0 (network namespaces need root and CAP_NET_ADMIN)"
+  local n
+  for n in "${NETNS_N[@]}"; do
+    ip netns list | grep -qw "dl-zk$n" && continue
+    ip netns add "dl-zk$n"
+    ip link add "dlz$n" type veth peer name "dlz${n}p"
+    ip link set "dlz${n}p" netns "dl-zk$n"
+    ip netns exec "dl-zk$n" ip link set "dlz${n}p" name eth0
+    ip netns exec "dl-zk$n" ip addr add "$(netns_ip "$n")/24" dev eth0
+    ip netns exec "dl-zk$n" ip link set eth0 up
+    ip netns exec "dl-zk$n" ip link set lo up
+    ip link set "dlz$n" master dlbr0
+    ip link set "dlz$n" up
+  done
+}
+netns_net_down() {
+  local n
+  for n in "${NETNS_N[@]}"; do ip netns del "dl-zk$n" 2>/dev/null || true; done
+  ip link del dlbr0 2>/dev/null || true
+}
+zkns_dir() { echo "$DIR/zk-netns-$1"; }
+zkns_ok() { [ "$(tcp_say 2181 ruok "$(netns_ip "$1")" 2>/dev/null)" = "imok" ] && tcp_say 2181 srvr "$(netns_ip "$1")" 2>/dev/null | grep -q '^Mode: '; }
+zkns_start() { # zkns_start N
+  local n=$1 d; d=$(zkns_dir "$1")
+  ensure_pkg "$ZK_HOME/bin/zkServer.sh" zookeeper
+  ensure_pkg java default-jre-headless
+  if alive "$(pidof_file "$d/zk.pid")"; then return 0; fi
+  mkdir -p "$d/data" "$d/logs"
+  echo "$n" >"$d/data/myid"
+  {
+    echo "tickTime=500"; echo "initLimit=20"; echo "syncLimit=10"
+    echo "dataDir=$d/data"; echo "clientPort=2181"; echo "clientPortAddress=$(netns_ip "$n")"
+    echo "minSessionTimeout=1000"; echo "maxSessionTimeout=60000"; echo "maxClientCnxns=0"
+    echo "admin.enableServer=false"; echo "4lw.commands.whitelist=ruok,srvr,stat,mntr,cons"
+    local i; for i in "${NETNS_N[@]}"; do echo "server.$i=$(netns_ip "$i"):2888:3888"; done
+  } >"$d/zoo.cfg"
+  (
+    cd "$d"
+    ip netns exec "dl-zk$n" setsid nohup java -Xmx256m -Dzookeeper.log.dir="$d/logs" \
+      -Dzookeeper.jmx.log4j.disable=true -cp "/etc/zookeeper/conf:/usr/share/java/zookeeper.jar" \
+      org.apache.zookeeper.server.quorum.QuorumPeerMain "$d/zoo.cfg" >"$d/logs/zk.out" 2>&1 </dev/null &
+    echo $! >"$d/zk.pid"
+  )
+}
+zkns_stop() {
+  local d pid; d=$(zkns_dir "$1"); pid=$(pidof_file "$d/zk.pid")
+  if alive "$pid"; then kill -9 "$pid" 2>/dev/null || true; fi
+  rm -f "$d/zk.pid"
+}
+# netns-cut A B / netns-heal A B: drop everything between members A and B (both directions).
+netns_cut() {
+  ip netns exec "dl-zk$1" ip route replace blackhole "$(netns_ip "$2")/32"
+  ip netns exec "dl-zk$2" ip route replace blackhole "$(netns_ip "$1")/32"
+}
+netns_heal() {
+  ip netns exec "dl-zk$1" ip route del blackhole "$(netns_ip "$2")/32" 2>/dev/null || true
+  ip netns exec "dl-zk$2" ip route del blackhole "$(netns_ip "$1")/32" 2>/dev/null || true
+}
+
 # --- PostgreSQL ------------------------------------------------------------------------------
 PG_DIR="$DIR/postgres"
 pg_ok() { "$(pg_bin)/pg_isready" -h 127.0.0.1 -p "$PG_PORT" -q; }
@@ -234,7 +306,7 @@ my_down() {
 }
 
 # --- per-service dispatch --------------------------------------------------------------------
-ALL=(redis redlock zk zk-ensemble postgres mysql)
+ALL=(redis redlock zk zk-ensemble zk-netns postgres mysql)
 
 svc_up() {
   case $1 in
@@ -244,6 +316,10 @@ svc_up() {
     zk-ensemble)
       local i=1; for p in "${ZK_ENSEMBLE_PORTS[@]}"; do zk_start "$p" "$i"; i=$((i + 1)); done
       for p in "${ZK_ENSEMBLE_PORTS[@]}"; do zk_wait "$p"; done ;;
+    zk-netns)
+      netns_net_up
+      local n; for n in "${NETNS_N[@]}"; do zkns_start "$n"; done
+      for n in "${NETNS_N[@]}"; do wait_until "zookeeper on $(netns_ip "$n")" "$(zkns_dir "$n")/logs/zk.out" zkns_ok "$n"; done ;;
     postgres) pg_up ;;
     mysql) my_up ;;
     *) die "unknown service '$1' (known: ${ALL[*]})" ;;
@@ -255,6 +331,7 @@ svc_down() {
     redlock) for p in "${REDLOCK_PORTS[@]}"; do redis_stop "$p"; done ;;
     zk) zk_stop "$ZK_PORT" ;;
     zk-ensemble) for p in "${ZK_ENSEMBLE_PORTS[@]}"; do zk_stop "$p"; done ;;
+    zk-netns) for n in "${NETNS_N[@]}"; do zkns_stop "$n"; done; netns_net_down ;;
     postgres) pg_down ;;
     mysql) my_down ;;
     *) die "unknown service '$1' (known: ${ALL[*]})" ;;
@@ -267,6 +344,7 @@ svc_status() { # prints lines, returns non-zero if any is down
     redlock) for p in "${REDLOCK_PORTS[@]}"; do if redis_ok "$p"; then echo "redlock $p up"; else echo "redlock $p down"; bad=1; fi; done ;;
     zk) if zk_ok "$ZK_PORT"; then echo "zk $ZK_PORT up"; else echo "zk $ZK_PORT down"; bad=1; fi ;;
     zk-ensemble) for p in "${ZK_ENSEMBLE_PORTS[@]}"; do if zk_ok "$p"; then echo "zk-ensemble $p up ($(tcp_say "$p" srvr | sed -n 's/^Mode: //p'))"; else echo "zk-ensemble $p down"; bad=1; fi; done ;;
+    zk-netns) for p in "${NETNS_N[@]}"; do if zkns_ok "$p"; then echo "zk-netns $p $(netns_ip "$p") up ($(tcp_say 2181 srvr "$(netns_ip "$p")" | sed -n 's/^Mode: //p'))"; else echo "zk-netns $p $(netns_ip "$p") down"; bad=1; fi; done ;;
     postgres) if pg_ok; then echo "postgres $PG_PORT up"; else echo "postgres $PG_PORT down"; bad=1; fi ;;
     mysql) if my_ok; then echo "mysql $MYSQL_PORT up"; else echo "mysql $MYSQL_PORT down"; bad=1; fi ;;
     *) die "unknown service '$1' (known: ${ALL[*]})" ;;
@@ -290,6 +368,7 @@ DISTLOCK_TEST_REDIS_URL=redis://127.0.0.1:$REDIS_PORT
 DISTLOCK_TEST_REDLOCK_URL=redlock://$(printf '127.0.0.1:%s,' "${REDLOCK_PORTS[@]}" | sed 's/,$//')
 DISTLOCK_TEST_ZK_URL=zk://127.0.0.1:$ZK_PORT
 DISTLOCK_TEST_ZK_ENSEMBLE_URL=zk://$(printf '127.0.0.1:%s,' "${ZK_ENSEMBLE_PORTS[@]}" | sed 's/,$//')
+DISTLOCK_TEST_ZK_NETNS_URL=zk://$(for n in "${NETNS_N[@]}"; do printf '%s:2181,' "$(netns_ip "$n")"; done | sed 's/,$//')
 DISTLOCK_TEST_POSTGRES_URL=postgres://postgres@127.0.0.1:$PG_PORT/distlock
 DISTLOCK_TEST_MYSQL_URL=mysql://root@127.0.0.1:$MYSQL_PORT/distlock
 EOF
@@ -326,5 +405,8 @@ case $cmd in
       start-one:mysql) my_up ;;
       pid:mysql) pidof_file "$MY_DIR/data/mariadbd.pid" ;;
     esac ;;
-  *) die "usage: $0 up|down|status|urls [service…] | stop-one|start-one|pid NAME" ;;
+  netns-cut|netns-heal)
+    [ ${#services[@]} -eq 2 ] || die "usage: $0 $cmd A B (zk-netns members, e.g. 1 3)"
+    if [ "$cmd" = netns-cut ]; then netns_cut "${services[0]}" "${services[1]}"; else netns_heal "${services[0]}" "${services[1]}"; fi ;;
+  *) die "usage: $0 up|down|status|urls [service…] | stop-one|start-one|pid NAME | netns-cut|netns-heal A B" ;;
 esac

@@ -94,6 +94,12 @@ async fn main() {
                 "server-side kill",
             );
         }
+        if ["redis", "redlock", "zookeeper-ensemble"].contains(&t.label) {
+            push(
+                store_faults::store_paused(t, &args.pg).await,
+                "store paused",
+            );
+        }
         if t.label == "zookeeper-ensemble" {
             push(
                 store_faults::zk_leader_killed(t, &args.pg).await,
@@ -105,6 +111,12 @@ async fn main() {
                 store_faults::redlock_master_restarted(t, &args.pg).await,
                 "master restarted",
             );
+        }
+    }
+    if args.backends.is_empty() || args.backends.iter().any(|b| b == "zookeeper-netns") {
+        match repeat(args.repeat, || store_faults::zk_follower_cut(&args.pg)).await {
+            Ok(o) => rows.push(o),
+            Err(e) => failures.push(format!("follower cut: {e}")),
         }
     }
     if args.backends.is_empty() || args.backends.iter().any(|b| b == "redis") {

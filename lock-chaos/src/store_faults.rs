@@ -296,3 +296,171 @@ pub async fn server_killed_connection(t: &Target, pg: &str) -> Result<Outcome, S
         ..Default::default()
     })
 }
+
+/// Heals a network-namespace cut when dropped, whatever the scenario did.
+struct Heal(String, String);
+
+impl Drop for Heal {
+    fn drop(&mut self) {
+        let _ = services(&["netns-heal", &self.0, &self.1]);
+    }
+}
+
+/// The `zk-netns` members as `(index, address, mode)`.
+fn netns_members() -> Result<Vec<(String, String, String)>, String> {
+    let status = services(&["status", "zk-netns"])?;
+    let members: Vec<_> = status
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            match f.as_slice() {
+                ["zk-netns", n, ip, "up", mode] => Some((
+                    (*n).to_owned(),
+                    (*ip).to_owned(),
+                    mode.trim_matches(|c| c == '(' || c == ')').to_owned(),
+                )),
+                _ => None,
+            }
+        })
+        .collect();
+    if members.len() != 3 {
+        return Err(format!(
+            "the zk-netns ensemble is not up ({status:?}); run `scripts/services.sh up zk-netns` as root"
+        ));
+    }
+    Ok(members)
+}
+
+/// ZooKeeper in network namespaces: the holder's only server is a follower, and that follower
+/// is cut from its leader (both directions) while the holder stays connected to it. The leader
+/// stops hearing of the holder's session and expires it; the follower only notices the lost
+/// leader after `syncLimit` ticks. The holder's guard must report `lost()` before another client
+/// (talking to the leader's side) gets the lock.
+pub async fn zk_follower_cut(pg: &str) -> Result<Outcome, String> {
+    let members = netns_members()?;
+    let leader = members
+        .iter()
+        .find(|m| m.2 == "leader")
+        .ok_or("no zk-netns leader")?;
+    let mut followers = members.iter().filter(|m| m.2 == "follower");
+    let (cut, other_side) = (
+        followers.next().ok_or("no follower")?,
+        followers.next().ok_or("one follower only")?,
+    );
+    let t = Target {
+        label: "zookeeper-netns",
+        template: "zk://{hosts}?session_timeout=2s".into(),
+        hosts: vec![],
+        lease: false,
+    };
+    let holder = connect(&format!("zk://{}:2181?session_timeout=2s", cut.1))
+        .await
+        .map_err(|e| e.to_string())?;
+    let other = connect(&format!(
+        "zk://{}:2181,{}:2181?session_timeout=2s",
+        leader.1, other_side.1
+    ))
+    .await
+    .map_err(|e| e.to_string())?;
+    let res = resource(pg, "follower-cut", &t).await?;
+    let name = format!("chaos-follower-{}", &lock_core::owner_token()[..8]);
+    let history = History::default();
+    let g = holder
+        .acquire(&name, &crate::scenarios::opts())
+        .await
+        .map_err(|e| e.to_string())?;
+    let w = tokio::spawn({
+        let (res, history) = (res.clone(), history.clone());
+        async move {
+            let lost =
+                hold_writing(&g, &res, &history, "cut-follower", Duration::from_secs(15)).await;
+            g.abandon();
+            lost
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let heal = Heal(cut.0.clone(), leader.0.clone());
+    services(&["netns-cut", &cut.0, &leader.0])?;
+    let cut_at = Instant::now();
+    let g2 = other
+        .acquire(
+            &name,
+            &AcquireOptions::new()
+                .ttl(Duration::from_secs(5))
+                .wait(Duration::from_secs(20)),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    let took_at = Instant::now();
+    let i2 = history.acquired("other", g2.fencing_token());
+    for _ in 0..5 {
+        res.write("other", g2.fencing_token()).await?;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let lost_at = w.await.map_err(|e| e.to_string())?;
+    history.ended(i2, false);
+    let _ = g2.release().await;
+    drop(heal);
+    let stats = res.stats().await?;
+    Ok(Outcome {
+        scenario: "follower cut from its leader (network namespaces)".into(),
+        backend: t.label.into(),
+        acquisitions: 2,
+        overlaps: history.overlaps(),
+        stale_rejected: stats.rejected,
+        out_of_order: stats.out_of_order,
+        lost_ms: ms_after(cut_at, &lost_at.into_iter().collect::<Vec<_>>()),
+        next_holder_ms: ms_after(cut_at, &[took_at]),
+        note: format!("holder on follower {}, leader {}", cut.1, leader.1),
+        ..Default::default()
+    })
+}
+
+/// Resumes a stopped process when dropped, whatever the scenario did.
+struct Resume(nix::unistd::Pid);
+
+impl Drop for Resume {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::kill(self.0, nix::sys::signal::Signal::SIGCONT);
+    }
+}
+
+/// Pauses the store process `member` (a `services.sh` instance name) with SIGSTOP for
+/// `pause`, then resumes it with SIGCONT.
+async fn pause_process(member: &str, pause: Duration) -> Result<String, String> {
+    let pid: i32 = services(&["pid", member])?
+        .trim()
+        .parse()
+        .map_err(|_| format!("no pid for {member}; run `scripts/services.sh up`"))?;
+    let pid = nix::unistd::Pid::from_raw(pid);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).map_err(|e| e.to_string())?;
+    let resume = Resume(pid);
+    tokio::time::sleep(pause).await;
+    drop(resume);
+    Ok(format!("{member} paused (SIGSTOP) for {pause:?}"))
+}
+
+/// The store process paused (SIGSTOP) for 2.5 leases while two clients take turns, then resumed:
+/// the Redis server, one Redlock master, or the ZooKeeper ensemble's leader. No overlap: a
+/// holder whose renewals cannot get through reports `lost()` before its lease (or validity)
+/// runs out, and the store hands the lock on only after it resumes.
+pub async fn store_paused(t: &Target, pg: &str) -> Result<Outcome, String> {
+    let (member, url) = match t.label {
+        "redis" => (format!("redis-{}", t.hosts[0]), t.url()),
+        "redlock" => (format!("redis-{}", t.hosts[2]), t.url()),
+        "zookeeper-ensemble" => (
+            format!("zk-{}", zk_leader()?),
+            t.url().replace("session_timeout=2s", "session_timeout=8s"),
+        ),
+        other => return Err(format!("no store pause scenario for {other}")),
+    };
+    contend_through(
+        t,
+        &url,
+        pg,
+        "store process paused (SIGSTOP 2.5 s)",
+        Duration::from_secs(8),
+        || pause_process(&member, Duration::from_millis(2500)),
+    )
+    .await
+}

@@ -83,6 +83,12 @@ async fn short_chaos_run() {
             .unwrap(),
         true,
     );
+    check(
+        &store_faults::store_paused(&target("redis", &dir), PG)
+            .await
+            .unwrap(),
+        true,
+    );
     for (label, claims) in [("mysql-row", true), ("postgres-for_update", false)] {
         let o = store_faults::server_killed_connection(&target(label, &dir), PG)
             .await
@@ -95,6 +101,15 @@ async fn short_chaos_run() {
             );
         }
     }
+    // A follower cut from its leader (network namespaces): the leader expires the holder's
+    // session while the holder is still connected to the follower; its guard must be lost first.
+    let o = store_faults::zk_follower_cut(PG).await.unwrap();
+    check(&o, true);
+    assert_eq!(
+        o.lost_ms.len(),
+        1,
+        "the cut holder's guard was never lost: {o:?}"
+    );
     let o = scenarios::redis_restarted(PG).await.unwrap();
     assert_eq!(o.stale_rejected, 1, "{o:?}");
     check(&o, false);

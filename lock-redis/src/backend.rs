@@ -9,7 +9,7 @@ use futures::future::join_all;
 use lock_core::wait::random_up_to;
 use lock_core::{
     name, owner_token, AcquireOptions, Capabilities, CleanupOnDrop, Deadline, DistributedLock,
-    GuardParts, LockError, LockGuard, LockInfo, LostSignal, Wakeup,
+    GuardParts, Lease, LockError, LockGuard, LockInfo, LostSignal, Wakeup,
 };
 use tokio::time::Instant;
 
@@ -311,6 +311,31 @@ impl RedisLock {
                     token: fence,
                     validity,
                 } => {
+                    let (mut acquired_at, mut validity) = (started, validity);
+                    if started.elapsed() >= validity / 2 {
+                        // Most of the lease went by in flight (a slow or paused store): renew
+                        // once so the guard starts with a lease of its own, or give this attempt
+                        // back rather than hand out a guard that is lost on arrival.
+                        let again = Instant::now();
+                        match lease.renew(opts.ttl).await {
+                            Ok(Some(v)) if again.elapsed() < v / 2 => {
+                                (acquired_at, validity) = (again, v);
+                            }
+                            _ => {
+                                let _ = lease.release().await;
+                                if try_only || deadline.expired() {
+                                    armed.run_now().await;
+                                    return Err(LockError::unavailable(
+                                        &self.label,
+                                        Some(name),
+                                        format!("the store answered only after most of the {:?} lease had passed; retry or raise ttl", opts.ttl),
+                                        None,
+                                    ));
+                                }
+                                continue;
+                            }
+                        }
+                    }
                     armed.disarm();
                     return Ok(Some(LockGuard::new(GuardParts {
                         name: name.to_owned(),
@@ -318,7 +343,7 @@ impl RedisLock {
                         fencing_token: fence,
                         ttl: opts.ttl,
                         renew: opts.renew,
-                        acquired_at: started,
+                        acquired_at,
                         validity: Some(validity),
                         lease: Arc::new(lease),
                         lost: LostSignal::new(),

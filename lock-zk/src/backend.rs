@@ -175,7 +175,8 @@ impl ZkLock {
                 })
             })
         };
-        let started = Instant::now();
+        // When a request last went through the leader (the create does; so does each re-list).
+        let mut confirmed_at = Instant::now();
         let (ours, czxid, mut children) =
             self.create_contender(&client, &dir, &prefix, name).await?;
         loop {
@@ -197,7 +198,7 @@ impl ZkLock {
                     name,
                     czxid as u64,
                     opts,
-                    started,
+                    confirmed_at,
                 )));
             }
             if try_only {
@@ -230,11 +231,15 @@ impl ZkLock {
                 }
                 self.watch_events.fetch_add(1, Ordering::SeqCst);
             }
-            children = client
-                .get_children(&dir)
-                .await
-                .map_err(|e| map(e, &self.label, Some(name)))?
-                .0;
+            // Re-list behind a `sync`, pipelined: the list is answered only after the leader
+            // has seen the sync, so the guard's validity can count from here (see
+            // `leader_validity`) at the cost of one follower-leader hop per handoff.
+            confirmed_at = Instant::now();
+            let synced = client.sync(&dir);
+            let listed = client.get_children(&dir);
+            let (synced, listed) = tokio::join!(synced, listed);
+            synced.map_err(|e| map(e, &self.label, Some(name)))?;
+            children = listed.map_err(|e| map(e, &self.label, Some(name)))?.0;
         }
     }
 
@@ -263,20 +268,33 @@ impl ZkLock {
                 }
             })
         };
+        // With renewals on, the guard confirms the session through the leader every
+        // min(ttl, t/2)/3 and counts it valid for t/3 after each confirmation (the acquire's own
+        // round trip through the leader is the first): see `leader_validity`.
+        let session_timeout = self
+            .cfg
+            .session_timeout
+            .min(session.client.session_timeout());
+        let validity = crate::lease::leader_validity(session_timeout);
         LockGuard::new(GuardParts {
             name: name.to_owned(),
             backend: self.label.clone(),
             fencing_token: token,
-            ttl: opts.ttl,
+            ttl: if opts.renew {
+                opts.ttl.min(session_timeout / 2)
+            } else {
+                opts.ttl
+            },
             renew: opts.renew,
             acquired_at: started,
-            validity: None,
+            validity: opts.renew.then_some(validity),
             lease: Arc::new(ZkLease {
                 session: Arc::clone(session),
                 node,
                 name: name.to_owned(),
                 label: self.label.clone(),
                 own_watch,
+                validity,
             }),
             lost,
         })

@@ -32,9 +32,16 @@
 //!   `lost()` does not fire; if the disconnection lasts a quarter of the session timeout, the
 //!   guard is reported lost, before the ensemble can have expired the session (see `session`).
 //! * The lock node deleted by someone else fires `lost()` at once (a watch on our own node).
+//! * A holder connected to a follower that is cut from its leader stays connected while the
+//!   leader expires its session. With `renew` on (the default) a guard is therefore valid only
+//!   for a third of the session timeout after its last round trip through the leader (the
+//!   create, a `sync` before a waiter's re-list, a `sync` + `exists` every
+//!   `min(ttl, session_timeout/2)/3`), and reports `lost()` when that runs out — before the
+//!   leader can expire the session (the bound and its assumption are on `leader_validity`).
 //!
-//! `ttl` in [`lock_core::AcquireOptions`] does not apply: the session timeout bounds how long a
-//! crashed holder keeps the lock; renewal is a liveness check of our node.
+//! `ttl` in [`lock_core::AcquireOptions`] does not set a lease: the session timeout bounds how
+//! long a crashed holder keeps the lock; `ttl` (capped at half the session timeout) only paces
+//! the checks through the leader.
 
 mod backend;
 pub mod config;
