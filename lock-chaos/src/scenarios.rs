@@ -250,6 +250,42 @@ pub(crate) fn writer(
     })
 }
 
+/// The taking-over client's acquire: a 5 s lease, waiting up to 20 s.
+pub(crate) async fn take_over(
+    other: &dyn DistributedLock,
+    name: &str,
+) -> Result<(lock_core::LockGuard, Instant), String> {
+    let g = other
+        .acquire(
+            name,
+            &AcquireOptions::new()
+                .ttl(Duration::from_secs(5))
+                .wait(Duration::from_secs(20)),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok((g, Instant::now()))
+}
+
+/// The new holder writes five times while the old one's `writer` task runs out; returns when the
+/// old holder's `lost()` fired, if it did.
+pub(crate) async fn after_take_over(
+    g2: lock_core::LockGuard,
+    res: &FencedResource,
+    history: &History,
+    old: tokio::task::JoinHandle<Option<Instant>>,
+) -> Result<Option<Instant>, String> {
+    let i2 = history.acquired("other", g2.fencing_token());
+    for _ in 0..5 {
+        res.write("other", g2.fencing_token()).await?;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let lost_at = old.await.map_err(|e| e.to_string())?;
+    history.ended(i2, false);
+    let _ = g2.release().await;
+    Ok(lost_at)
+}
+
 /// The holder is cut from the store (proxy black-hole) but not from the resource; another
 /// client takes over. No overlap of believed-valid holds; the cut holder's late writes are
 /// rejected.
@@ -273,24 +309,9 @@ pub async fn partition(t: &Target, pg: &str) -> Result<Outcome, String> {
         p.blackhole();
     }
     let cut = Instant::now();
-    let g2 = other
-        .acquire(
-            &name,
-            &AcquireOptions::new()
-                .ttl(Duration::from_secs(5))
-                .wait(Duration::from_secs(20)),
-        )
-        .await
-        .map_err(|e| e.to_string())?;
-    let i2 = history.acquired("other", g2.fencing_token());
-    let other_at = cut.elapsed();
-    for _ in 0..5 {
-        res.write("other", g2.fencing_token()).await?;
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let lost_at = w.await.map_err(|e| e.to_string())?;
-    history.ended(i2, false);
-    let _ = g2.release().await;
+    let (g2, took_at) = take_over(&*other, &name).await?;
+    let other_at = took_at - cut;
+    let lost_at = after_take_over(g2, &res, &history, w).await?;
     for p in &ps {
         p.heal();
     }

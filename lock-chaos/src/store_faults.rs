@@ -15,7 +15,7 @@ use tokio::time::Instant;
 
 use crate::backends::{connect, Target};
 use crate::history::History;
-use crate::scenarios::{hold_writing, resource, Outcome};
+use crate::scenarios::{after_take_over, hold_writing, resource, take_over, Outcome};
 
 fn services(args: &[&str]) -> Result<String, String> {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/services.sh");
@@ -252,33 +252,13 @@ pub async fn server_killed_connection(t: &Target, pg: &str) -> Result<Outcome, S
     tokio::time::sleep(Duration::from_millis(300)).await;
     let waiting = tokio::spawn({
         let name = name.clone();
-        async move {
-            other
-                .acquire(
-                    &name,
-                    &AcquireOptions::new()
-                        .ttl(Duration::from_secs(5))
-                        .wait(Duration::from_secs(15)),
-                )
-                .await
-                .map(|g| (g, Instant::now()))
-        }
+        async move { take_over(&*other, &name).await }
     });
     tokio::time::sleep(Duration::from_millis(100)).await;
     let killed_at = Instant::now();
     kill_sessions(&admin, mysql, &theirs).await?;
-    let (g2, took_at) = waiting
-        .await
-        .map_err(|e| e.to_string())?
-        .map_err(|e| e.to_string())?;
-    let i2 = history.acquired("other", g2.fencing_token());
-    for _ in 0..5 {
-        res.write("other", g2.fencing_token()).await?;
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let lost_at = w.await.map_err(|e| e.to_string())?;
-    history.ended(i2, false);
-    let _ = g2.release().await;
+    let (g2, took_at) = waiting.await.map_err(|e| e.to_string())??;
+    let lost_at = after_take_over(g2, &res, &history, w).await?;
     let stats = res.stats().await?;
     let lease = t.lease;
     Ok(Outcome {
@@ -382,24 +362,8 @@ pub async fn zk_follower_cut(pg: &str) -> Result<Outcome, String> {
     let heal = Heal(cut.0.clone(), leader.0.clone());
     services(&["netns-cut", &cut.0, &leader.0])?;
     let cut_at = Instant::now();
-    let g2 = other
-        .acquire(
-            &name,
-            &AcquireOptions::new()
-                .ttl(Duration::from_secs(5))
-                .wait(Duration::from_secs(20)),
-        )
-        .await
-        .map_err(|e| e.to_string())?;
-    let took_at = Instant::now();
-    let i2 = history.acquired("other", g2.fencing_token());
-    for _ in 0..5 {
-        res.write("other", g2.fencing_token()).await?;
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let lost_at = w.await.map_err(|e| e.to_string())?;
-    history.ended(i2, false);
-    let _ = g2.release().await;
+    let (g2, took_at) = take_over(&*other, &name).await?;
+    let lost_at = after_take_over(g2, &res, &history, w).await?;
     drop(heal);
     let stats = res.stats().await?;
     Ok(Outcome {

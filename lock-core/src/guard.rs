@@ -132,6 +132,43 @@ impl LockGuard {
         }
     }
 
+    /// Builds the guard like [`LockGuard::new`], but never hands out one that starts (nearly)
+    /// lost: when the acquire's reply took at least half of the validity (a slow or paused
+    /// store; the validity counts from *before* the request was sent), the lease is renewed once
+    /// and counted from that renewal. If the renewal fails or is as slow, the lock is released and
+    /// [`LockError::Unavailable`] returned (retryable; the caller may try again).
+    ///
+    /// # Errors
+    /// [`LockError::Unavailable`] as above.
+    pub async fn start(mut parts: GuardParts) -> Result<Self, LockError> {
+        let Some(validity) = parts.validity else {
+            return Ok(Self::new(parts));
+        };
+        if parts.acquired_at.elapsed() < validity / 2 {
+            return Ok(Self::new(parts));
+        }
+        let again = Instant::now();
+        match parts.lease.renew(parts.ttl).await {
+            Ok(Some(v)) if again.elapsed() < v / 2 => {
+                parts.acquired_at = again;
+                parts.validity = Some(v);
+                Ok(Self::new(parts))
+            }
+            _ => {
+                let _ = parts.lease.release().await;
+                Err(LockError::unavailable(
+                    &parts.backend,
+                    Some(&parts.name),
+                    format!(
+                        "the store answered only after most of the {:?} lease had passed; retry, or raise ttl",
+                        parts.ttl
+                    ),
+                    None,
+                ))
+            }
+        }
+    }
+
     /// The lock name.
     pub fn name(&self) -> &str {
         &self.shared.name
@@ -325,5 +362,86 @@ async fn keep_alive(shared: Arc<Shared>) {
                 retry_after = Some((ttl / 10).max(Duration::from_millis(20)));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+    use async_trait::async_trait;
+
+    use super::*;
+
+    /// A lease whose renewals succeed or fail as told, counting calls.
+    #[derive(Default)]
+    struct Scripted {
+        refuse: bool,
+        renewals: AtomicUsize,
+        released: AtomicBool,
+    }
+
+    #[async_trait]
+    impl Lease for Scripted {
+        async fn renew(&self, ttl: Duration) -> Result<Option<Duration>, LockError> {
+            self.renewals.fetch_add(1, Ordering::SeqCst);
+            if self.refuse {
+                Err(LockError::unavailable("test", None, "down", None))
+            } else {
+                Ok(Some(ttl))
+            }
+        }
+
+        async fn release(&self) -> Result<(), LockError> {
+            self.released.store(true, Ordering::SeqCst);
+            Ok(())
+        }
+    }
+
+    fn parts(lease: Arc<Scripted>, replied_after: Duration) -> GuardParts {
+        GuardParts {
+            name: "n".into(),
+            backend: "test".into(),
+            fencing_token: 1,
+            ttl: Duration::from_secs(1),
+            renew: false,
+            acquired_at: Instant::now() - replied_after,
+            validity: Some(Duration::from_secs(1)),
+            lease,
+            lost: LostSignal::new(),
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn start_renews_a_late_reply_or_gives_the_lock_back() {
+        // A prompt reply: no extra round trip.
+        let prompt = Arc::new(Scripted::default());
+        let g = LockGuard::start(parts(Arc::clone(&prompt), Duration::from_millis(100)))
+            .await
+            .unwrap();
+        assert_eq!(prompt.renewals.load(Ordering::SeqCst), 0);
+        assert!(g.remaining_validity().unwrap() <= Duration::from_millis(900));
+        g.abandon();
+
+        // A reply after 700 ms of a 1 s lease: renewed, and valid for a whole lease from now.
+        let late = Arc::new(Scripted::default());
+        let g = LockGuard::start(parts(Arc::clone(&late), Duration::from_millis(700)))
+            .await
+            .unwrap();
+        assert_eq!(late.renewals.load(Ordering::SeqCst), 1);
+        assert!(g.remaining_validity().unwrap() > Duration::from_millis(900));
+        assert!(!g.is_lost());
+        g.abandon();
+
+        // Late and the renewal fails: the lock is given back, the caller gets Unavailable.
+        let dead = Arc::new(Scripted {
+            refuse: true,
+            ..Default::default()
+        });
+        let e = LockGuard::start(parts(Arc::clone(&dead), Duration::from_millis(700)))
+            .await
+            .unwrap_err();
+        assert!(matches!(e, LockError::Unavailable { .. }), "{e:?}");
+        assert!(dead.released.load(Ordering::SeqCst));
     }
 }

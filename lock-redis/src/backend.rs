@@ -9,7 +9,7 @@ use futures::future::join_all;
 use lock_core::wait::random_up_to;
 use lock_core::{
     name, owner_token, AcquireOptions, Capabilities, CleanupOnDrop, Deadline, DistributedLock,
-    GuardParts, Lease, LockError, LockGuard, LockInfo, LostSignal, Wakeup,
+    GuardParts, LockError, LockGuard, LockInfo, LostSignal, Wakeup,
 };
 use tokio::time::Instant;
 
@@ -262,19 +262,10 @@ impl RedisLock {
         let deadline = Deadline::after(opts.wait);
         // Only single-instance waiters queue (FIFO); Redlock waiters retry after a random delay.
         let queue = !try_only && !self.redlock();
-        let waits: Vec<Waiting> = if try_only {
-            Vec::new()
-        } else {
-            join_all(
-                self.nodes
-                    .iter()
-                    .zip(&self.subscribers)
-                    .map(|(n, s)| s.wait_on(&n.client, &keys.channel, &token)),
-            )
-            .await
-        };
+        // Subscribed only once the lock turns out to be held (a free lock costs one round trip),
+        // followed at once by another round so a release in between is not missed.
+        let mut waits: Option<Vec<Waiting>> = None;
         // Whatever an interrupted attempt or a departed waiter left behind is removed.
-        let lease = self.lease(&keys, &token, name, opts.ttl);
         let (cleanup_nodes, cleanup_keys, cleanup_token) =
             (self.nodes.clone(), keys.clone(), token.clone());
         let armed = CleanupOnDrop::new(move || {
@@ -311,43 +302,30 @@ impl RedisLock {
                     token: fence,
                     validity,
                 } => {
-                    let (mut acquired_at, mut validity) = (started, validity);
-                    if started.elapsed() >= validity / 2 {
-                        // Most of the lease went by in flight (a slow or paused store): renew
-                        // once so the guard starts with a lease of its own, or give this attempt
-                        // back rather than hand out a guard that is lost on arrival.
-                        let again = Instant::now();
-                        match lease.renew(opts.ttl).await {
-                            Ok(Some(v)) if again.elapsed() < v / 2 => {
-                                (acquired_at, validity) = (again, v);
-                            }
-                            _ => {
-                                let _ = lease.release().await;
-                                if try_only || deadline.expired() {
-                                    armed.run_now().await;
-                                    return Err(LockError::unavailable(
-                                        &self.label,
-                                        Some(name),
-                                        format!("the store answered only after most of the {:?} lease had passed; retry or raise ttl", opts.ttl),
-                                        None,
-                                    ));
-                                }
-                                continue;
-                            }
-                        }
-                    }
-                    armed.disarm();
-                    return Ok(Some(LockGuard::new(GuardParts {
+                    let started = LockGuard::start(GuardParts {
                         name: name.to_owned(),
                         backend: self.label.clone(),
                         fencing_token: fence,
                         ttl: opts.ttl,
                         renew: opts.renew,
-                        acquired_at,
+                        acquired_at: started,
                         validity: Some(validity),
-                        lease: Arc::new(lease),
+                        lease: Arc::new(self.lease(&keys, &token, name, opts.ttl)),
                         lost: LostSignal::new(),
-                    })));
+                    })
+                    .await;
+                    match started {
+                        Ok(g) => {
+                            armed.disarm();
+                            return Ok(Some(g));
+                        }
+                        // The reply came too late to be useful: try again while the wait allows.
+                        Err(_) if !try_only && !deadline.expired() => continue,
+                        Err(e) => {
+                            armed.run_now().await;
+                            return Err(e);
+                        }
+                    }
                 }
                 Round::Held { pttl_ms } => {
                     if try_only {
@@ -358,6 +336,18 @@ impl RedisLock {
                         armed.run_now().await;
                         return Ok(None);
                     }
+                    let Some(waits) = waits.as_ref() else {
+                        waits = Some(
+                            join_all(
+                                self.nodes
+                                    .iter()
+                                    .zip(&self.subscribers)
+                                    .map(|(n, s)| s.wait_on(&n.client, &keys.channel, &token)),
+                            )
+                            .await,
+                        );
+                        continue;
+                    };
                     let until_expiry = if pttl_ms >= 0 {
                         Duration::from_millis(pttl_ms as u64)
                             + random_up_to(Duration::from_millis(3))

@@ -145,7 +145,12 @@ pub(crate) async fn acquire(
         match take(lock, name, &owner, opts.ttl).await {
             Ok(Some(token)) => {
                 armed.disarm();
-                return Ok(Some(guard(lock, name, &owner, token, opts, started)));
+                match guard(lock, name, &owner, token, opts, started).await {
+                    Ok(g) => return Ok(Some(g)),
+                    // Won too late to be of use (released again): retry while the wait allows.
+                    Err(_) if !try_only && !deadline.expired() => continue,
+                    Err(e) => return Err(e),
+                }
             }
             Ok(None) | Err(Failure::Busy) => armed.disarm(),
             Err(Failure::Retry) => {
@@ -190,15 +195,17 @@ pub(crate) async fn acquire(
     }
 }
 
-fn guard(
+/// The guard for a won row; `Unavailable` if the database answered so late that most of the
+/// lease had passed (see [`LockGuard::start`]).
+async fn guard(
     lock: &SqlLock,
     name: &str,
     owner: &str,
     token: u64,
     opts: &AcquireOptions,
     started: Instant,
-) -> LockGuard {
-    LockGuard::new(GuardParts {
+) -> Result<LockGuard, LockError> {
+    LockGuard::start(GuardParts {
         name: name.to_owned(),
         backend: lock.label.clone(),
         fencing_token: token,
@@ -209,6 +216,7 @@ fn guard(
         lease: Arc::new(RowLease::new(lock, name, owner)),
         lost: LostSignal::new(),
     })
+    .await
 }
 
 pub(crate) async fn inspect(lock: &SqlLock, name: &str) -> Result<LockInfo, LockError> {
