@@ -94,6 +94,12 @@ async fn main() {
                 "server-side kill",
             );
         }
+        if t.template.starts_with("mysql") {
+            push(
+                store_faults::database_restarted(t, &args.pg).await,
+                "database restarted",
+            );
+        }
         if ["redis", "redlock", "zookeeper-ensemble"].contains(&t.label) {
             push(
                 store_faults::store_paused(t, &args.pg).await,

@@ -41,6 +41,13 @@ impl Drop for Restart {
     }
 }
 
+impl Restart {
+    /// Restarts now, off the async worker threads (starting a store takes seconds).
+    async fn now(self) {
+        let _ = tokio::task::spawn_blocking(move || drop(self)).await;
+    }
+}
+
 /// The port of the ensemble's current leader.
 fn zk_leader() -> Result<u16, String> {
     services(&["status", "zk-ensemble"])?
@@ -150,7 +157,7 @@ pub async fn zk_leader_killed(t: &Target, pg: &str) -> Result<Outcome, String> {
             let restart = Restart(member.clone());
             services(&["stop-one", &member])?;
             tokio::time::sleep(Duration::from_secs(4)).await;
-            drop(restart);
+            restart.now().await;
             Ok(format!("leader {leader} killed, back after 4 s"))
         },
     )
@@ -172,7 +179,7 @@ pub async fn redlock_master_restarted(t: &Target, pg: &str) -> Result<Outcome, S
             let restart = Restart(member.clone());
             services(&["stop-one", &member])?;
             tokio::time::sleep(Duration::from_millis(500)).await;
-            drop(restart);
+            restart.now().await;
             Ok(format!("master {port} killed, restarted empty after 0.5 s"))
         },
     )
@@ -425,6 +432,52 @@ pub async fn store_paused(t: &Target, pg: &str) -> Result<Outcome, String> {
         "store process paused (SIGSTOP 2.5 s)",
         Duration::from_secs(8),
         || pause_process(&member, Duration::from_millis(2500)),
+    )
+    .await
+}
+
+/// MariaDB SIGKILLed during holds and started again (crash recovery included) while two
+/// clients take turns. Nobody can take the lock while the database is down; row-mode holders
+/// report `lost()` when their lease runs out unrenewed, `for_update` holders at their next
+/// renewal. No overlap.
+pub async fn database_restarted(t: &Target, pg: &str) -> Result<Outcome, String> {
+    if !t.template.starts_with("mysql") {
+        return Err(format!(
+            "no restart scenario for {} (the fenced resource lives in PostgreSQL)",
+            t.label
+        ));
+    }
+    contend_through(
+        t,
+        &t.url(),
+        pg,
+        "database SIGKILLed and restarted",
+        Duration::from_secs(12),
+        || async {
+            let pid: i32 = services(&["pid", "mysql"])?
+                .trim()
+                .parse()
+                .map_err(|_| "no MariaDB pid; run `scripts/services.sh up`".to_owned())?;
+            let restart = Restart("mysql".to_owned());
+            nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            )
+            .map_err(|e| e.to_string())?;
+            let down = Instant::now();
+            // Wait for the process to be gone before starting it again.
+            for _ in 0..100 {
+                if nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_err() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            restart.now().await;
+            Ok(format!(
+                "MariaDB down for {:.1} s",
+                down.elapsed().as_secs_f64()
+            ))
+        },
     )
     .await
 }

@@ -44,8 +44,16 @@ impl fmt::Debug for RedisLock {
 }
 
 enum Round {
-    Acquired { token: u64, validity: Duration },
-    Held { pttl_ms: i64 },
+    Acquired {
+        token: u64,
+        validity: Duration,
+    },
+    /// Not ours. `partial`: a Redlock round that won some masters but no quorum (a split
+    /// vote while queues converge), worth retrying at once.
+    Held {
+        pttl_ms: i64,
+        partial: bool,
+    },
 }
 
 impl RedisLock {
@@ -136,21 +144,35 @@ impl RedisLock {
         token: &str,
         ttl: Duration,
         queue: bool,
+        score: Option<u64>,
         name: &str,
     ) -> Result<Round, LockError> {
         let started = Instant::now();
         let t = self.per_node_timeout(ttl);
-        let results = join_all(
-            self.nodes
-                .iter()
-                .map(|n| tokio::time::timeout(t, n.acquire(keys, token, ttl, queue, WAITER_TTL))),
-        )
+        // Redlock: one token floor for the whole round (see the write-back below).
+        let floor = self.redlock().then(now_us);
+        let results = join_all(self.nodes.iter().map(|n| {
+            tokio::time::timeout(
+                t,
+                n.acquire(keys, token, ttl, queue, WAITER_TTL, score, floor),
+            )
+        }))
         .await;
         let (mut tokens, mut pttl, mut errors, mut last_err) = (Vec::new(), i64::MAX, 0usize, None);
         for r in results {
             match r {
                 Ok(Ok(Attempt::Acquired(f))) => tokens.push(f),
-                Ok(Ok(Attempt::Held { pttl_ms })) => pttl = pttl.min(pttl_ms),
+                // The shortest remaining lease among the masters that have one (a master
+                // without the key, or one that never expires it, says nothing about when the
+                // holder's quorum runs out).
+                Ok(Ok(Attempt::Held { pttl_ms })) => {
+                    pttl = match (pttl, pttl_ms) {
+                        (p, q) if q >= 0 && (p < 0 || p == i64::MAX) => q,
+                        (p, q) if q >= 0 => p.min(q),
+                        (i64::MAX, q) => q,
+                        (p, _) => p,
+                    }
+                }
                 Ok(Ok(Attempt::Foreign(kind))) => {
                     return Err(LockError::backend(
                         &self.label,
@@ -184,7 +206,10 @@ impl RedisLock {
                     token,
                     validity: ttl,
                 },
-                None => Round::Held { pttl_ms: pttl },
+                None => Round::Held {
+                    pttl_ms: pttl,
+                    partial: false,
+                },
             });
         }
         // Redlock: quorum, validity = ttl − elapsed − drift, fencing token = max over the quorum
@@ -194,10 +219,27 @@ impl RedisLock {
             .saturating_sub(drift(ttl));
         if tokens.len() >= quorum && !validity.is_zero() {
             let fence = tokens.iter().copied().max().unwrap_or(0);
+            // A quorum already stores `fence` as its counter (their counters were equal, so the
+            // shared floor gave them all the same token): nothing must be written back before
+            // the lock counts as held — any later quorum overlaps this one. The write-back still
+            // runs, off the critical path, to leave our queue entries on every master (the
+            // release script leaves them too, whichever comes first).
+            if tokens.iter().filter(|&&f| f == fence).count() >= quorum {
+                let (nodes, keys, owner) = (self.nodes.clone(), keys.clone(), token.to_owned());
+                tokio::spawn(async move {
+                    for n in &nodes {
+                        let _ = tokio::time::timeout(t, n.writeback(&keys, fence, &owner)).await;
+                    }
+                });
+                return Ok(Round::Acquired {
+                    token: fence,
+                    validity: ttl.saturating_sub(drift(ttl)),
+                });
+            }
             let wb = join_all(
                 self.nodes
                     .iter()
-                    .map(|n| tokio::time::timeout(t, n.writeback(keys, fence))),
+                    .map(|n| tokio::time::timeout(t, n.writeback(keys, fence, token))),
             )
             .await;
             let written = wb.iter().filter(|r| matches!(r, Ok(Ok(())))).count();
@@ -233,6 +275,7 @@ impl RedisLock {
         }
         Ok(Round::Held {
             pttl_ms: if pttl == i64::MAX { 0 } else { pttl },
+            partial: !tokens.is_empty(),
         })
     }
 
@@ -260,8 +303,11 @@ impl RedisLock {
         let keys = Keys::new(&self.cfg.prefix, name);
         let token = owner_token();
         let deadline = Deadline::after(opts.wait);
-        // Only single-instance waiters queue (FIFO); Redlock waiters retry after a random delay.
-        let queue = !try_only && !self.redlock();
+        // Waiters queue (FIFO). On Redlock every master orders its queue by the waiter's own
+        // arrival time, so the same waiter heads every queue and wins a quorum (clock skew
+        // between clients bends the order, never safety).
+        let queue = !try_only;
+        let score = self.redlock().then(now_us);
         // Subscribed only once the lock turns out to be held (a free lock costs one round trip),
         // followed at once by another round so a release in between is not missed.
         let mut waits: Option<Vec<Waiting>> = None;
@@ -279,7 +325,10 @@ impl RedisLock {
         let mut first_failure: Option<Instant> = None;
         loop {
             let started = Instant::now();
-            let outcome = match self.round(&keys, &token, opts.ttl, queue, name).await {
+            let outcome = match self
+                .round(&keys, &token, opts.ttl, queue, score, name)
+                .await
+            {
                 // Redlock: a round that missed a quorum is retried (after a random delay) for up to
                 // half a lease before the masters are declared unavailable.
                 Err(LockError::Unavailable { .. })
@@ -327,7 +376,7 @@ impl RedisLock {
                         }
                     }
                 }
-                Round::Held { pttl_ms } => {
+                Round::Held { pttl_ms, partial } => {
                     if try_only {
                         armed.disarm();
                         return Ok(None);
@@ -355,9 +404,12 @@ impl RedisLock {
                         HEARTBEAT
                     };
                     let mut nap = until_expiry.min(HEARTBEAT);
-                    if self.redlock() {
+                    if partial {
+                        // Some masters granted, others had not yet seen the release (woken by the
+                        // first master's message) or list an older waiter still in flight: the
+                        // queues converge within a round trip or two.
                         nap = nap.min(
-                            Duration::from_millis(20) + random_up_to(Duration::from_millis(80)),
+                            Duration::from_micros(500) + random_up_to(Duration::from_millis(2)),
                         );
                     }
                     let woken = futures::future::select_all(
@@ -390,7 +442,7 @@ impl DistributedLock for RedisLock {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::leased(Wakeup::Notify, !self.redlock()).with_queue_length(!self.redlock())
+        Capabilities::leased(Wakeup::Notify, true).with_queue_length(!self.redlock())
     }
 
     fn backend_name(&self) -> String {
@@ -440,4 +492,11 @@ pub async fn connect(url: &str) -> Result<Arc<dyn DistributedLock>, LockError> {
     Ok(Arc::new(
         RedisLock::connect(RedisConfig::from_url(url)?).await?,
     ))
+}
+
+/// The client's clock in µs (Redlock token floor and queue score).
+fn now_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
 }

@@ -24,13 +24,22 @@
 //!
 //! # Redlock (`redlock://h1:p1,h2:p2,h3:p3`)
 //! N independent masters (N odd, ≥ 3), requests to all nodes concurrently, quorum N/2+1,
-//! validity = ttl − elapsed − drift (drift = ttl·1% + 2 ms); a failed round is undone on every
-//! node and retried after a random delay (or on a release message); release goes to every node;
-//! renewal needs a quorum within the validity or the guard is lost. Fencing: each node's script
-//! draws its own token, the client takes the maximum over the quorum and writes it back to a
-//! quorum (`SET counter max(counter, t)`) before the lock counts as held, so any later holder's
-//! token (the max over a quorum that overlaps ours) is strictly greater. Redlock waiters are not
-//! FIFO.
+//! validity = ttl − elapsed − drift (drift = ttl·1% + 2 ms); per-master reply bound a quarter of
+//! the lease (capped by `timeout`); a failed round is undone on every node; release goes to every
+//! node; renewal needs a quorum within the validity or the guard is lost.
+//!
+//! Fencing: each master draws `max(counter + 1, floor)`, with one client-clock floor per round,
+//! so masters whose counters agree grant the same token. The lock counts as held once a quorum
+//! granted the maximum token `t` itself (then a quorum already stores `t`, and any later quorum
+//! overlaps it); otherwise `t` is first written back to a quorum (`SET counter max(counter, t)`).
+//! Either way a later holder's token is strictly greater; the client clock only keeps tokens
+//! high after a majority of masters lost their counters.
+//!
+//! Waiting: Redlock waiters queue too. Every master orders its queue by the waiter's own arrival
+//! time (the same score everywhere), so the same waiter heads every queue and wins a quorum; a
+//! split round (some masters granted, others had not yet seen the release) is retried within
+//! ~2 ms, and a waiter keeps its place until it holds the lock. Clock skew between clients bends
+//! the order, never safety.
 //!
 //! # Assumptions
 //! Redlock assumes bounded clock drift between the masters and the client (1% of the lease),

@@ -90,6 +90,7 @@ impl Node {
         Ok(Node { conn, client })
     }
 
+    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn acquire(
         &self,
         keys: &Keys,
@@ -97,6 +98,8 @@ impl Node {
         ttl: Duration,
         wait: bool,
         waiter_ttl: Duration,
+        score: Option<u64>,
+        floor: Option<u64>,
     ) -> RedisResult<Attempt> {
         let mut c = self.conn.clone();
         let reply: Vec<Value> = ACQUIRE
@@ -108,6 +111,8 @@ impl Node {
             .arg(ms(ttl))
             .arg(if wait { "wait" } else { "try" })
             .arg(ms(waiter_ttl))
+            .arg(score.map(|s| s.to_string()).unwrap_or_default())
+            .arg(floor.map(|f| f.to_string()).unwrap_or_default())
             .invoke_async(&mut c)
             .await?;
         Ok(match reply.first().map(int) {
@@ -165,11 +170,14 @@ impl Node {
         Ok(())
     }
 
-    pub(crate) async fn writeback(&self, keys: &Keys, token: u64) -> RedisResult<()> {
+    pub(crate) async fn writeback(&self, keys: &Keys, fence: u64, owner: &str) -> RedisResult<()> {
         let mut c = self.conn.clone();
         let _: i64 = FENCE_WRITEBACK
             .key(&keys.fence)
-            .arg(token)
+            .key(&keys.queue)
+            .key(&keys.qexp)
+            .arg(fence)
+            .arg(owner)
             .invoke_async(&mut c)
             .await?;
         Ok(())

@@ -1,6 +1,6 @@
 //! [`Subscriber`]: ONE pub/sub connection per client and node, fanning release messages out to
 //! the waiters of each lock. A release message carries the token of the next queued waiter, so
-//! only that waiter is woken (a message naming nobody here wakes every local waiter of the lock).
+//! only that waiter is woken (an empty message — no queue — wakes every local waiter of the lock).
 //! Channels are subscribed while someone waits on them and unsubscribed when the last one
 //! leaves. If the connection dies, waiters still re-check on their heartbeat and the next
 //! registration opens a new one.
@@ -121,9 +121,13 @@ impl Subscriber {
                 let next: String = msg.get_payload().unwrap_or_default();
                 let ch = channels.lock().unwrap_or_else(|p| p.into_inner());
                 if let Some(waiters) = ch.get(msg.get_channel_name()) {
+                    // The named head is woken; a message naming nobody (an empty queue) wakes
+                    // every local waiter; one naming another client's waiter wakes nobody here
+                    // (a departed head's entry expires and the heartbeat re-checks).
                     match waiters.get(&next) {
                         Some(n) => n.notify_one(),
-                        None => waiters.values().for_each(|n| n.notify_one()),
+                        None if next.is_empty() => waiters.values().for_each(|n| n.notify_one()),
+                        None => {}
                     }
                 }
             }

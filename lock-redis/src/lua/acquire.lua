@@ -1,11 +1,15 @@
 -- Take the lock if it is free and no live waiter is queued ahead of us; in 'wait' mode, join
 -- (or refresh our place in) the FIFO queue when we do not get it.
 -- Invariants: the lock key is only ever SET when it does not exist (as SET NX would); a fencing
--- token is max(counter + 1, server time in µs), so tokens strictly increase per name even after
--- a restart without persistence wiped the counter; another application's non-string value at
+-- token is max(counter + 1, floor), the floor being the server time in µs (or, for Redlock, the
+-- client's), so tokens strictly increase per name even after a restart without persistence
+-- wiped the counter; another application's non-string value at
 -- the key is reported, never touched.
 -- KEYS: 1 lock, 2 fencing counter, 3 queue (token -> arrival µs), 4 queue expiry (token -> ms)
--- ARGV: 1 token, 2 ttl ms, 3 'try' | 'wait', 4 waiter ttl ms
+-- ARGV: 1 token, 2 ttl ms, 3 'try' | 'wait', 4 waiter ttl ms, 5 queue score ('' = server time
+-- in µs; Redlock passes the waiter's own arrival time so every master orders its queue alike),
+-- 6 token floor ('' = server time in µs; Redlock passes one client time per round so masters
+-- with equal counters grant equal tokens and the token write-back round can be skipped)
 -- Returns {1, token} when acquired, {0, pttl ms, queue position} when not, {-1, type} when the
 -- key holds something that is not a lock.
 local t = redis.call('TIME')
@@ -24,16 +28,19 @@ local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
 if kind == 'none' and (head == nil or head == ARGV[1]) then
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
   local counter = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
-  local fence = math.max(counter + 1, now_us)
+  local fence = math.max(counter + 1, tonumber(ARGV[6]) or now_us)
   redis.call('SET', KEYS[2], string.format('%d', fence))
-  if head ~= nil then
+  -- A single instance leaves its queue now; a Redlock waiter keeps its place until the quorum
+  -- is won (its token write-back leaves every queue), so undoing a split round does not send it
+  -- to the back of the line.
+  if head ~= nil and ARGV[5] == '' then
     redis.call('ZREM', KEYS[3], ARGV[1])
     redis.call('ZREM', KEYS[4], ARGV[1])
   end
   return {1, fence}
 end
 if ARGV[3] == 'wait' then
-  redis.call('ZADD', KEYS[3], 'NX', now_us, ARGV[1])
+  redis.call('ZADD', KEYS[3], 'NX', tonumber(ARGV[5]) or now_us, ARGV[1])
   redis.call('ZADD', KEYS[4], now_ms + tonumber(ARGV[4]), ARGV[1])
   -- The queue vanishes on its own once nobody refreshes it.
   redis.call('PEXPIRE', KEYS[3], tonumber(ARGV[4]) * 2)

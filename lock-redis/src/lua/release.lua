@@ -7,6 +7,9 @@ if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return 0
 end
 redis.call('DEL', KEYS[1])
+-- A Redlock holder may still be listed in this master's queue: never wake a departed head.
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('ZREM', KEYS[3], ARGV[1])
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local stale = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now_ms)
