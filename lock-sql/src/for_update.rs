@@ -132,7 +132,9 @@ pub(crate) async fn acquire(
         .await;
         match outcome {
             Ok(Some(token)) => {
-                return Ok(Some(LockGuard::new(GuardParts {
+                // The database's idle bound counts from the last statement; a waiter that waited
+                // long starts with one more round trip that resets it (see `LockGuard::start`).
+                let started = LockGuard::start(GuardParts {
                     name: name.to_owned(),
                     backend: lock.label.clone(),
                     fencing_token: token,
@@ -147,7 +149,13 @@ pub(crate) async fn acquire(
                         label: lock.label.clone(),
                     }),
                     lost: LostSignal::new(),
-                })))
+                })
+                .await;
+                match started {
+                    Ok(g) => return Ok(Some(g)),
+                    Err(_) if !try_only && !deadline.expired() => continue,
+                    Err(e) => return Err(e),
+                }
             }
             Ok(None) => {
                 let _ = tx.rollback().await;
