@@ -284,6 +284,9 @@ pub async fn server_killed_connection(t: &Target, pg: &str) -> Result<Outcome, S
     })
 }
 
+/// How [`zk_follower_cut`]'s error starts where network namespaces cannot be made.
+pub const UNSUPPORTED: &str = "network namespaces unsupported here";
+
 /// Heals a network-namespace cut when dropped, whatever the scenario did.
 struct Heal(String, String);
 
@@ -296,6 +299,9 @@ impl Drop for Heal {
 /// The `zk-netns` members as `(index, address, mode)`.
 fn netns_members() -> Result<Vec<(String, String, String)>, String> {
     let status = services(&["status", "zk-netns"])?;
+    if status.contains("unsupported") {
+        return Err(format!("{UNSUPPORTED}: {}", status.trim()));
+    }
     let members: Vec<_> = status
         .lines()
         .filter_map(|l| {

@@ -103,13 +103,19 @@ async fn short_chaos_run() {
     }
     // A follower cut from its leader (network namespaces): the leader expires the holder's
     // session while the holder is still connected to the follower; its guard must be lost first.
-    let o = store_faults::zk_follower_cut(PG).await.unwrap();
-    check(&o, true);
-    assert_eq!(
-        o.lost_ms.len(),
-        1,
-        "the cut holder's guard was never lost: {o:?}"
-    );
+    match store_faults::zk_follower_cut(PG).await {
+        Ok(o) => {
+            check(&o, true);
+            assert_eq!(
+                o.lost_ms.len(),
+                1,
+                "the cut holder's guard was never lost: {o:?}"
+            );
+        }
+        // Only where `services.sh up` could not make network namespaces (it warns so).
+        Err(e) if e.starts_with(store_faults::UNSUPPORTED) => eprintln!("NOT RUN: {e}"),
+        Err(e) => panic!("follower cut: {e}"),
+    }
     let o = scenarios::redis_restarted(PG).await.unwrap();
     assert_eq!(o.stale_rejected, 1, "{o:?}");
     check(&o, false);
