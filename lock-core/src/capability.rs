@@ -21,7 +21,9 @@ pub enum Wakeup {
     Notify,
     /// The store's own lock queue (`SELECT … FOR UPDATE`).
     LockQueue,
-    /// Bounded exponential backoff with jitter, plus a wake-up at the holder's expiry.
+    /// Bounded exponential backoff with jitter, plus a wake-up at the holder's expiry. Only
+    /// one waiter per process and lock polls (the others queue in the process and are woken by
+    /// a local release, see [`crate::local_queue`]).
     Backoff,
 }
 

@@ -25,6 +25,7 @@ pub mod duration;
 pub mod error;
 pub mod guard;
 pub mod lease;
+pub mod local_queue;
 pub mod lock;
 pub mod lost;
 pub mod memory;

@@ -2,18 +2,19 @@
 //!
 //! Several [`MemoryLock`] clients over one [`MemoryStore`] behave like clients of one lease-based
 //! store: locks expire after `ttl` unless renewed, fencing tokens come from a per-name counter,
-//! and waiters are woken on release (and at the holder's expiry). It exists to test the guard
-//! machinery with paused time and to run the conformance suite without a server; it does not
-//! coordinate between processes.
+//! and waiters queue in arrival order and are woken on release (and at the holder's expiry).
+//! It exists to test the guard machinery with paused time and to run the conformance suite
+//! without a server; it does not coordinate between processes.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use crate::local_queue::{self, LocalQueue};
 use crate::{
     name, AcquireOptions, Capabilities, Deadline, DistributedLock, GuardParts, Lease, LockError,
     LockGuard, LostSignal, Wakeup,
@@ -36,16 +37,31 @@ struct State {
 }
 
 /// The shared "server" several [`MemoryLock`] clients talk to.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct MemoryStore {
     state: Arc<Mutex<State>>,
-    released: Arc<Notify>,
+    /// Names this store's waiter queues ([`LocalQueue`]) apart from other stores'.
+    id: u64,
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+        MemoryStore {
+            state: Arc::default(),
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+        }
+    }
 }
 
 impl MemoryStore {
     /// An empty store.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    fn queue_key(&self, name: &str) -> String {
+        local_queue::key(&format!("memory:{}", self.id), "", name)
     }
 
     /// A new client of this store.
@@ -62,7 +78,7 @@ impl MemoryStore {
     /// Removes `name` underneath its holder (as an operator or a bug elsewhere would).
     pub fn remove(&self, name: &str) {
         self.lock_state().held.remove(name);
-        self.released.notify_waiters();
+        LocalQueue::wake(&self.queue_key(name));
     }
 
     /// Whether an entry (held or expired but not yet taken over) exists for `name`.
@@ -139,7 +155,7 @@ impl Lease for MemoryLease {
                 _ => false,
             }
         };
-        self.store.released.notify_waiters();
+        LocalQueue::wake(&self.store.queue_key(&self.name));
         if removed {
             Ok(())
         } else {
@@ -185,8 +201,14 @@ impl DistributedLock for MemoryLock {
         name::validate(name)?;
         opts.validate()?;
         let deadline = Deadline::after(opts.wait);
+        // Waiters queue in arrival order; only the head tries the store.
+        let queue = LocalQueue::join(self.store.queue_key(name));
+        let _head = queue.become_head_by(&deadline).await;
         loop {
-            let notified = self.store.released.notified();
+            // Armed before the attempt so a release in between still wakes us.
+            let notified = queue.released();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
             let at = Instant::now();
             match self.store.try_take(name, opts.ttl) {
                 Ok((owner, token)) => return Ok(self.guard(name, opts, owner, token, at)),

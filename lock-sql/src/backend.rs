@@ -97,6 +97,11 @@ impl SqlLock {
         &self.cfg
     }
 
+    /// This process's waiter-queue key for `name` (see [`lock_core::local_queue`]).
+    pub(crate) fn queue_key(&self, name: &str) -> String {
+        lock_core::local_queue::key(self.cfg.driver_url(), &self.cfg.table, name)
+    }
+
     /// The connection pool (for operators and tests).
     pub fn pool(&self) -> &AnyPool {
         &self.pool

@@ -1,14 +1,16 @@
 //! for_update mode: a row per name (created on first use) with a fencing counter. A guard owns
 //! a pooled connection with an open transaction that locked the row and bumped the counter in
-//! one statement; release commits. Waiting happens in the database's own lock queue, bounded by
-//! its lock-wait setting (PostgreSQL `lock_timeout`, MariaDB `innodb_lock_wait_timeout` per
-//! statement, whole seconds). If the connection dies the database releases the row lock; the
+//! one statement; release commits. The waiters of one process queue in arrival order
+//! ([`LocalQueue`]) and only the head holds a connection, waiting in the database's own lock
+//! queue, bounded by its lock-wait setting (PostgreSQL `lock_timeout`, MariaDB
+//! `innodb_lock_wait_timeout` per statement, whole seconds). If the connection dies the database releases the row lock; the
 //! guard's liveness check (`SELECT 1` every ttl/3) then reports it lost.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use lock_core::local_queue::LocalQueue;
 use lock_core::{
     AcquireOptions, Deadline, GuardParts, Lease, LockError, LockGuard, LockInfo, LostSignal,
 };
@@ -112,6 +114,13 @@ pub(crate) async fn acquire(
     try_only: bool,
 ) -> Result<Option<LockGuard>, LockError> {
     let deadline = Deadline::after(opts.wait);
+    // Waiters of this process queue here: one pooled connection per process waits in the
+    // database's lock queue instead of one per waiting task.
+    let queue = (!try_only).then(|| LocalQueue::join(lock.queue_key(name)));
+    let _head = match &queue {
+        Some(q) => q.become_head_by(&deadline).await,
+        None => None,
+    };
     for _ in 0..MAX_RETRIES {
         let started = Instant::now();
         // The transaction owns its pooled connection; if this future is dropped, sqlx rolls it

@@ -20,10 +20,14 @@
 //! dropped or reset.
 //!
 //! # Waiting and fairness
-//! Row mode on PostgreSQL: `LISTEN/NOTIFY` (one listener connection per client, the release
-//! statement notifies); MySQL and SQLite: exponential backoff with jitter, 2 ms → 100 ms; every
-//! waiter also wakes at the holder's expiry. Row mode is not FIFO. for_update waits in the
-//! database's lock queue (FIFO on PostgreSQL).
+//! In both modes the waiters of one process for one lock queue in arrival order in the process
+//! (shared by every client of the same database and table); only the head of that queue talks
+//! to the database, so N local waiters cost one poller (row mode) or one pooled connection
+//! (for_update), and a local release wakes the head at once. Across processes, row mode on
+//! PostgreSQL wakes heads by `LISTEN/NOTIFY` (one listener connection per client, the release
+//! statement notifies); MySQL and SQLite heads back off with jitter, 2 ms → 100 ms; every head
+//! also wakes at the holder's expiry. Row mode is FIFO within a process, not across processes.
+//! for_update heads wait in the database's lock queue (FIFO on PostgreSQL).
 //!
 //! # Cancel safety
 //! A dropped row-mode acquire deletes any row it may have inserted (twice, to catch an insert

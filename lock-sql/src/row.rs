@@ -2,15 +2,18 @@
 //! clock). Acquire is one `INSERT … ON CONFLICT/DUPLICATE KEY` that also takes over an expired
 //! row; release deletes by name and owner; renewal extends by owner.
 //!
-//! Waiting: PostgreSQL waiters are woken by `NOTIFY` from the release statement (one shared
-//! listener per client) with a 1 s safety re-check; MySQL and SQLite waiters back off
-//! exponentially with jitter (2 ms → 100 ms). Every waiter also wakes when the holder's lease
-//! runs out. Not FIFO.
+//! Waiting: the waiters of one process queue in arrival order ([`LocalQueue`]); only the head
+//! talks to the database, and a release by this process wakes it at once. Across processes:
+//! PostgreSQL heads are woken by `NOTIFY` from the release statement (one shared listener per
+//! client) with a 1 s safety re-check; MySQL and SQLite heads back off exponentially with
+//! jitter (2 ms → 100 ms). Every head also wakes when the holder's lease runs out. FIFO within
+//! a process, not across processes.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use lock_core::local_queue::LocalQueue;
 use lock_core::wait::random_up_to;
 use lock_core::{
     owner_token, AcquireOptions, Backoff, CleanupOnDrop, Deadline, GuardParts, Lease, LockError,
@@ -122,6 +125,12 @@ pub(crate) async fn acquire(
 ) -> Result<Option<LockGuard>, LockError> {
     let deadline = Deadline::after(opts.wait);
     let pg = lock.cfg.dialect == Dialect::Postgres;
+    // Waiters of this process queue here; only the head talks to the database.
+    let queue = (!try_only).then(|| LocalQueue::join(lock.queue_key(name)));
+    let _head = match &queue {
+        Some(q) => q.become_head_by(&deadline).await,
+        None => None,
+    };
     let registration = (pg && !try_only).then(|| {
         #[cfg(feature = "postgres")]
         lock.wakeups.ensure_listener(
@@ -135,8 +144,12 @@ pub(crate) async fn acquire(
     loop {
         // Armed before the attempt so a release between the attempt and the wait still wakes us.
         let notified = registration.as_ref().map(|r| r.notify.notified());
-        tokio::pin!(notified);
+        let released = queue.as_ref().map(|q| q.released());
+        tokio::pin!(notified, released);
         if let Some(n) = notified.as_mut().as_pin_mut() {
+            n.enable();
+        }
+        if let Some(n) = released.as_mut().as_pin_mut() {
             n.enable();
         }
         let owner = owner_token();
@@ -183,15 +196,21 @@ pub(crate) async fn acquire(
         } else {
             until_expiry.min(backoff.next_delay())
         };
-        match notified.as_mut().as_pin_mut() {
-            Some(n) => {
-                tokio::select! {
-                    _ = n => {}
-                    _ = deadline.sleep(nap) => {}
-                }
-            }
-            None => deadline.sleep(nap).await,
+        tokio::select! {
+            _ = either(notified.as_mut().as_pin_mut()) => {}
+            _ = either(released.as_mut().as_pin_mut()) => {}
+            _ = deadline.sleep(nap) => {}
         }
+    }
+}
+
+/// Completes with `f`, or never when there is none.
+async fn either<F: std::future::Future>(f: Option<F>) {
+    match f {
+        Some(f) => {
+            f.await;
+        }
+        None => std::future::pending().await,
     }
 }
 
@@ -239,6 +258,8 @@ struct RowLease {
     name: String,
     owner: String,
     label: String,
+    /// This lock's in-process queue key, woken after a release.
+    queue_key: String,
 }
 
 impl RowLease {
@@ -250,6 +271,7 @@ impl RowLease {
             name: name.to_owned(),
             owner: owner.to_owned(),
             label: lock.label.clone(),
+            queue_key: lock.queue_key(name),
         }
     }
 
@@ -324,7 +346,10 @@ impl Lease for RowLease {
                 &self.label,
                 "the lease expired and the row was taken over or removed",
             )),
-            _ => Ok(()),
+            _ => {
+                LocalQueue::wake(&self.queue_key);
+                Ok(())
+            }
         }
     }
 }

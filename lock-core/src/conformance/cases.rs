@@ -499,6 +499,56 @@ pub async fn independent_names_do_not_block(h: &dyn Harness) {
     gb2.release().await.unwrap();
 }
 
+/// Waiters of one process are served in arrival order, each woken promptly by the previous
+/// holder's release, and a holder that releases and at once asks again queues behind them
+/// (no barging), even from another client object.
+pub async fn local_waiters_served_in_arrival_order(h: &dyn Harness) {
+    const WAITERS: usize = 5;
+    let (c1, c2) = (h.client().await, h.client().await);
+    let name = unique_name("order");
+    let g = must_acquire(&*c1, &name, &opts()).await;
+    let served = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for i in 0..WAITERS {
+        let (c2, name, served) = (Arc::clone(&c2), name.clone(), Arc::clone(&served));
+        tasks.push(tokio::spawn(async move {
+            let g = must_acquire(&*c2, &name, &opts()).await;
+            served.lock().unwrap().push((i, Instant::now()));
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            g.release().await.unwrap();
+        }));
+        // Each waiter is queued before the next one arrives.
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+    let released = Instant::now();
+    g.release().await.unwrap();
+    let again = must_acquire(&*c1, &name, &opts()).await;
+    let regained = Instant::now();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let served = served.lock().unwrap().clone();
+    let order: Vec<usize> = served.iter().map(|(i, _)| *i).collect();
+    assert_eq!(
+        order,
+        (0..WAITERS).collect::<Vec<_>>(),
+        "{}: waiters served out of arrival order",
+        c1.backend_name()
+    );
+    assert!(
+        served.iter().all(|(_, at)| *at < regained),
+        "{}: the releasing holder asked again and jumped the queue",
+        c1.backend_name()
+    );
+    let took = regained - released;
+    assert!(
+        took < Duration::from_secs(3),
+        "{}: {WAITERS} handoffs of 20 ms holds took {took:?}",
+        c1.backend_name()
+    );
+    again.release().await.unwrap();
+}
+
 /// One client holds 1,000 locks at once; another client sees them held; all release.
 pub async fn thousand_locks_held_at_once(h: &dyn Harness) {
     let (c1, c2) = (h.client().await, h.client().await);

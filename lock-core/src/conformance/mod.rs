@@ -53,6 +53,7 @@ macro_rules! conformance_suite {
             hostile_names,
             unreachable_store_errors_promptly,
             independent_names_do_not_block,
+            local_waiters_served_in_arrival_order,
             thousand_locks_held_at_once,
         );
     };
