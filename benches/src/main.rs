@@ -34,10 +34,11 @@ struct Args {
     /// A store to measure (repeatable); default: the embedded SQLite.
     #[arg(long = "url")]
     urls: Vec<String>,
-    /// Scenarios to run (repeatable): uncontended, contended, failover, scaling. Default: all.
+    /// Scenarios to run (repeatable): uncontended, contended, contended-procs, failover,
+    /// scaling. Default: all.
     #[arg(long = "scenario")]
     scenarios: Vec<String>,
-    /// Workers in the contended scenario.
+    /// Workers in the contended scenarios (tasks in one process; processes).
     #[arg(long, default_value_t = 8)]
     workers: usize,
     /// Length of each timed measurement.
@@ -65,6 +66,16 @@ enum Cmd {
         #[arg(long, value_parser = parse_dur)]
         ttl: Duration,
     },
+    /// (internal) one process of the contended-procs scenario.
+    #[command(hide = true)]
+    Worker {
+        #[arg(long)]
+        url: String,
+        #[arg(long)]
+        name: String,
+        #[arg(long)]
+        millis: u64,
+    },
 }
 
 fn parse_dur(s: &str) -> Result<Duration, String> {
@@ -88,6 +99,7 @@ async fn clients(url: &str, n: usize) -> Result<Vec<Arc<dyn DistributedLock>>, S
 struct Plan {
     uncontended: bool,
     contended: bool,
+    contended_procs: bool,
     failover: bool,
     scaling: bool,
 }
@@ -145,6 +157,11 @@ async fn run_target(
         }
         bar.inc(1);
     }
+    if plan.contended_procs {
+        bar.set_message(format!("{label}: contended ({} processes)", args.workers));
+        rows.push(scenarios::contended_procs::run(&label, url, args.workers, d).await?);
+        bar.inc(1);
+    }
     if plan.failover {
         bar.set_message(format!("{label}: failover"));
         rows.push(scenarios::failover::run(&label, url, &*lock).await?);
@@ -180,6 +197,17 @@ async fn run_target(
 #[tokio::main]
 async fn main() {
     let args = Args::parse();
+    if let Some(Cmd::Worker { url, name, millis }) = &args.cmd {
+        let run = async {
+            let lock = targets::connect(url).await.map_err(|e| e.to_string())?;
+            scenarios::contended_procs::worker(&*lock, name, Duration::from_millis(*millis)).await
+        };
+        if let Err(e) = run.await {
+            println!("ERROR {e}");
+            std::process::exit(1);
+        }
+        std::process::exit(0);
+    }
     if let Some(Cmd::Hold { url, name, ttl }) = &args.cmd {
         let code = match targets::connect(url).await {
             Ok(lock) => match scenarios::failover::hold(&*lock, name, *ttl).await {
@@ -208,12 +236,14 @@ async fn main() {
     let plan = Plan {
         uncontended: want("uncontended"),
         contended: want("contended"),
+        contended_procs: want("contended-procs"),
         failover: want("failover"),
         scaling: want("scaling"),
     };
     let steps = [
         plan.uncontended,
         plan.contended,
+        plan.contended_procs,
         plan.failover,
         plan.scaling,
     ]

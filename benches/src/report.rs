@@ -104,27 +104,18 @@ pub fn markdown(h: &Header, rows: &[ResultRow]) -> String {
                 .unwrap_or_else(|| "–".into())
         );
     }
-    let _ = writeln!(s, "\n## Contended (workers on one name)\n");
-    let _ = writeln!(s, "| backend | workers | handoffs/s | wait p50 µs | wait p99 µs | handoff p50 µs | handoff p99 µs | same holder | Jain | violations |");
-    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-    for r in rows.iter().filter(|r| r.scenario == "contended") {
-        let _ = writeln!(
-            s,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-            r.backend,
-            r.param.unwrap_or(0),
-            f(r.ops_per_sec),
-            f(r.p50_us),
-            f(r.p99_us),
-            opt(r.handoff_p50_us),
-            opt(r.handoff_p99_us),
-            r.same_holder_fraction
-                .map(|v| format!("{:.0}%", v * 100.0))
-                .unwrap_or_default(),
-            r.jain_index.map(|v| format!("{v:.2}")).unwrap_or_default(),
-            r.violations
-        );
-    }
+    contended_table(
+        &mut s,
+        rows,
+        "contended",
+        "Contended (worker tasks of one process on one name, each its own client)",
+    );
+    contended_table(
+        &mut s,
+        rows,
+        "contended-procs",
+        "Contended across processes (one client per process, one name)",
+    );
     let _ = writeln!(s, "\n## Failover (holder process killed with SIGKILL)\n");
     let _ = writeln!(
         s,
@@ -183,4 +174,32 @@ pub fn write(dir: &Path, h: &Header, rows: &[ResultRow]) -> std::io::Result<()> 
     std::fs::write(dir.join("report.md"), markdown(h, rows))?;
     let json = serde_json::to_string_pretty(rows).map_err(std::io::Error::other)?;
     std::fs::write(dir.join("results.json"), json)
+}
+
+/// The table of one contended scenario.
+fn contended_table(s: &mut String, rows: &[ResultRow], scenario: &str, heading: &str) {
+    if !rows.iter().any(|r| r.scenario == scenario) {
+        return;
+    }
+    let _ = writeln!(s, "\n## {heading}\n");
+    let _ = writeln!(s, "| backend | workers | handoffs/s | wait p50 µs | wait p99 µs | handoff p50 µs | handoff p99 µs | same holder | Jain | violations |");
+    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for r in rows.iter().filter(|r| r.scenario == scenario) {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            r.backend,
+            r.param.unwrap_or(0),
+            f(r.ops_per_sec),
+            f(r.p50_us),
+            f(r.p99_us),
+            opt(r.handoff_p50_us),
+            opt(r.handoff_p99_us),
+            r.same_holder_fraction
+                .map(|v| format!("{:.0}%", v * 100.0))
+                .unwrap_or_default(),
+            r.jain_index.map(|v| format!("{v:.2}")).unwrap_or_default(),
+            r.violations
+        );
+    }
 }

@@ -22,6 +22,7 @@ fn quick_run_on_sqlite_writes_the_report() {
     for scenario in [
         "uncontended",
         "contended",
+        "contended-procs",
         "failover",
         "scaling-waiters",
         "scaling-names",
@@ -53,5 +54,14 @@ fn quick_run_on_sqlite_writes_the_report() {
         .expect("uncontended row");
     assert!(uncontended["ops_per_sec"].as_f64().unwrap_or(0.0) > 0.0);
     assert!(uncontended["baseline_ops_per_sec"].as_f64().unwrap_or(0.0) > 0.0);
+    let procs = rows
+        .iter()
+        .find(|r| r["scenario"] == "contended-procs")
+        .expect("contended-procs row");
+    assert!(
+        procs["ops_per_sec"].as_f64().unwrap_or(0.0) > 0.0,
+        "no acquisitions across processes: {procs}"
+    );
+    assert!(md.contains("Contended across processes"), "{md}");
     assert!(out.join("latency.svg").exists());
 }

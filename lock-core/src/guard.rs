@@ -50,6 +50,8 @@ pub struct GuardParts {
 struct LeaseState {
     ttl: Duration,
     valid_until: Option<Instant>,
+    /// The validity the last acquire or renewal vouched for (may be shorter than `ttl`).
+    validity: Option<Duration>,
 }
 
 struct Shared {
@@ -68,10 +70,19 @@ impl Shared {
         (s.ttl, s.valid_until)
     }
 
+    /// How long after a renewal the next one starts: a third of the lease, or of the last
+    /// vouched validity when that is shorter (ZooKeeper, Redlock), so a renewal always has
+    /// two thirds of its validity to come back in.
+    fn renew_every(&self) -> Duration {
+        let s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        s.validity.map_or(s.ttl, |v| v.min(s.ttl)) / 3
+    }
+
     fn record_renewal(&self, ttl: Duration, started: Instant, validity: Option<Duration>) {
         let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
         s.ttl = ttl;
         s.valid_until = validity.map(|v| started + v);
+        s.validity = validity;
     }
 
     fn lost_error(&self, reason: String) -> LockError {
@@ -120,6 +131,7 @@ impl LockGuard {
             state: Mutex::new(LeaseState {
                 ttl: parts.ttl,
                 valid_until,
+                validity: parts.validity,
             }),
         });
         tracing::debug!(name = %shared.name, backend = %shared.backend, token = shared.token, "lock acquired");
@@ -301,7 +313,8 @@ fn safety_margin(ttl: Duration) -> Duration {
     ttl / 100 + Duration::from_millis(2)
 }
 
-/// The guard's background task: renew every `ttl / 3`, retry sooner on transient errors, and
+/// The guard's background task: renew every `ttl / 3` (or a third of a shorter vouched
+/// validity), retry sooner on transient errors, and
 /// mark the lock lost when a renewal is refused or the lease runs out.
 async fn keep_alive(shared: Arc<Shared>) {
     let mut retry_after: Option<Duration> = None;
@@ -309,7 +322,7 @@ async fn keep_alive(shared: Arc<Shared>) {
         let (ttl, valid_until) = shared.snapshot();
         let valid_until = valid_until.map(|v| v - safety_margin(ttl));
         let wake = if shared.renew {
-            let at = Instant::now() + retry_after.unwrap_or(ttl / 3);
+            let at = Instant::now() + retry_after.unwrap_or_else(|| shared.renew_every());
             valid_until.map_or(at, |v| at.min(v))
         } else {
             match valid_until {
@@ -377,6 +390,8 @@ mod tests {
     #[derive(Default)]
     struct Scripted {
         refuse: bool,
+        /// Vouch for this instead of the whole lease.
+        validity: Option<Duration>,
         renewals: AtomicUsize,
         released: AtomicBool,
     }
@@ -388,7 +403,7 @@ mod tests {
             if self.refuse {
                 Err(LockError::unavailable("test", None, "down", None))
             } else {
-                Ok(Some(ttl))
+                Ok(Some(self.validity.unwrap_or(ttl)))
             }
         }
 
@@ -410,6 +425,25 @@ mod tests {
             lease,
             lost: LostSignal::new(),
         }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn renews_at_a_third_of_a_validity_shorter_than_the_lease() {
+        let lease = Arc::new(Scripted {
+            validity: Some(Duration::from_millis(600)),
+            ..Default::default()
+        });
+        let mut p = parts(Arc::clone(&lease), Duration::ZERO);
+        p.renew = true;
+        p.ttl = Duration::from_secs(3);
+        p.validity = Some(Duration::from_millis(600));
+        let g = LockGuard::new(p);
+        tokio::time::sleep(Duration::from_millis(1050)).await;
+        // Every 200 ms (a third of the 3 s lease would have let the 600 ms validity run out).
+        let n = lease.renewals.load(Ordering::SeqCst);
+        assert!((4..=6).contains(&n), "{n} renewals in 1.05 s");
+        assert!(!g.is_lost(), "{g:?}");
+        g.abandon();
     }
 
     #[tokio::test(start_paused = true)]

@@ -35,9 +35,11 @@
 //! transaction before the connection is reused.
 //!
 //! # Pooling
-//! One sqlx pool per client (`max_connections`, default 16); a for_update guard holds one pooled
-//! connection while held. Lock names, tokens and durations are always bound parameters; the table
-//! name is the only text in SQL and is validated as an identifier.
+//! One sqlx pool per client (`max_connections`, default 16 in row mode, 100 in for_update mode);
+//! a for_update guard holds one pooled connection while held, and the waiters of one process
+//! for one name hold one between them (the head's). Lock names, tokens and durations are
+//! always bound parameters; the table name is the only text in SQL and is validated as an
+//! identifier.
 
 mod backend;
 pub mod config;

@@ -44,16 +44,20 @@ pub async fn run(label: &str, url: &str, lock: &dyn DistributedLock) -> Result<R
     let took = killed.elapsed();
     g.release().await.map_err(|e| e.to_string())?;
     let caps = lock.capabilities();
+    let session = caps.crash_release == lock_core::CrashRelease::Session;
     let note = match caps.crash_release {
         lock_core::CrashRelease::Lease => "freed when the 2 s lease ran out",
-        lock_core::CrashRelease::Session => "freed when the session expired",
+        lock_core::CrashRelease::Session => {
+            "freed when the session expired (the URL's session_timeout, default 10 s; not the lease)"
+        }
         lock_core::CrashRelease::Connection => "freed when the database saw the connection close",
     };
     Ok(ResultRow {
         backend: label.to_owned(),
         scenario: "failover".into(),
         failover_ms: Some(took.as_secs_f64() * 1000.0),
-        ttl_ms: Some(CHILD_TTL.as_secs_f64() * 1000.0),
+        // A session-bound lock is not freed by the lease: no lease figure to compare with.
+        ttl_ms: (!session).then(|| CHILD_TTL.as_secs_f64() * 1000.0),
         note: note.into(),
         ..Default::default()
     })

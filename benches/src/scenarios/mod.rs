@@ -1,6 +1,7 @@
 //! The benchmark scenarios; each returns [`ResultRow`]s for the report.
 
 pub mod contended;
+pub mod contended_procs;
 pub mod failover;
 pub mod scaling;
 pub mod uncontended;
