@@ -264,6 +264,16 @@ pg_up() {
       if not exists (select from pg_roles where rolname = 'distlock_pw') then
         create role distlock_pw login password 'distlock-pw';
       end if; end \$\$; grant all on database distlock to distlock_pw" >/dev/null
+  # What an application role needs: the lock tables (whoever created them) and, for a fresh
+  # database, CREATE on the schema once.
+  psql -h 127.0.0.1 -p "$PG_PORT" -U postgres -d distlock -qc "
+      grant usage, create on schema public to distlock_pw;
+      grant select, insert, update, delete on all tables in schema public to distlock_pw;
+      grant usage, select, update on all sequences in schema public to distlock_pw;
+      alter default privileges for role postgres in schema public
+        grant select, insert, update, delete on tables to distlock_pw;
+      alter default privileges for role postgres in schema public
+        grant usage, select, update on sequences to distlock_pw" >/dev/null
 }
 pg_down() {
   local bin; bin=$(pg_bin)

@@ -132,9 +132,11 @@ impl SqlLock {
     }
 
     async fn try_create_schema(&self) -> Result<(), Failure> {
-        if self.cfg.dialect == Dialect::MySql && self.schema_exists().await? {
+        if self.cfg.dialect != Dialect::Sqlite && self.schema_exists().await? {
             // MySQL DDL, even `IF NOT EXISTS`, queues for an exclusive metadata lock behind every
-            // open for_update transaction and blocks all later statements on the table meanwhile.
+            // open for_update transaction and blocks all later statements on the table meanwhile;
+            // PostgreSQL checks the CREATE privilege before `IF NOT EXISTS`, so a user with only
+            // SELECT/INSERT/UPDATE/DELETE on existing tables could not connect otherwise.
             return Ok(());
         }
         let mut tx = self
@@ -161,16 +163,23 @@ impl SqlLock {
 }
 
 impl SqlLock {
-    /// MySQL: whether the schema's tables (and sequence) exist already.
+    /// MySQL, PostgreSQL: whether the schema's tables (and sequence) exist already (in the
+    /// current database; PostgreSQL: on the search path).
     async fn schema_exists(&self) -> Result<bool, Failure> {
-        let row = sqlx::query(
-            "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name IN (?, ?)",
-        )
-        .bind(&self.sql.objects[0])
-        .bind(&self.sql.objects[1])
-        .fetch_one(&self.pool)
-        .await
-        .map_err(|e| classify(e, &self.label, None))?;
+        let sql = match self.cfg.dialect {
+            Dialect::Postgres => {
+                "SELECT CAST((to_regclass($1) IS NOT NULL)::int + (to_regclass($2) IS NOT NULL)::int AS BIGINT)"
+            }
+            _ => {
+                "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name IN (?, ?)"
+            }
+        };
+        let row = sqlx::query(sql)
+            .bind(&self.sql.objects[0])
+            .bind(&self.sql.objects[1])
+            .fetch_one(&self.pool)
+            .await
+            .map_err(|e| classify(e, &self.label, None))?;
         let n: i64 = row
             .try_get(0)
             .map_err(|e| Failure::Error(map(e, &self.label, None)))?;

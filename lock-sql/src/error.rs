@@ -90,6 +90,22 @@ pub(crate) fn map(err: sqlx::Error, backend: &str, name: Option<&str>) -> LockEr
                 db.message()
             ))
         }
+        // PostgreSQL 42501 insufficient_privilege; MySQL 1142 / 1044 (command / database
+        // access denied): a fixable grant, not a store failure.
+        sqlx::Error::Database(ref db)
+            if db
+                .code()
+                .is_some_and(|c| c == "42501" || c == "1142" || c == "1044" || c == "42000")
+                && (db.message().contains("permission denied")
+                    || db.message().contains("denied to user")) =>
+        {
+            LockError::invalid_config(format!(
+                "{backend}: the database user lacks a privilege the lock needs: {}; it needs \
+                 SELECT, INSERT, UPDATE and DELETE on the lock tables (and USAGE on the \
+                 for_update sequence), plus CREATE once if the tables do not exist yet",
+                db.message()
+            ))
+        }
         // PostgreSQL 3D000 / MySQL 1049 ("Unknown database"): the URL names a database the server does not have.
         sqlx::Error::Database(ref db)
             if db.code().is_some_and(|c| c == "3D000")
