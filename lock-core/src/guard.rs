@@ -1,7 +1,8 @@
 //! [`LockGuard`]: proof of holding a lock, written once for every backend.
 //!
-//! A guard owns one background task that renews the lease every `ttl / 3` (when renewal is
-//! on) and watches the lease deadline; it stops when the guard is released, dropped or lost.
+//! A guard owns one background task that renews the lease every `ttl / 3` (or a third of the
+//! validity the store last vouched for, when shorter; when renewal is on) and watches the lease
+//! deadline; it stops when the guard is released, dropped or lost.
 //! The lock is reported lost (and stays lost) when a renewal is refused, when the store stays
 //! unreachable until the lease runs out, when an unrenewed lease runs out, or when the backend
 //! signals it (session expiry, a dead connection, the lock removed by someone else).

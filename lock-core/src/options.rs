@@ -15,7 +15,8 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
 ///   after the last successful renewal if the holder disappears. On session- or
 ///   connection-bound stores (ZooKeeper, SQL `for_update`) the lock is held as long as the
 ///   session/connection lives, and `ttl` paces the liveness checks.
-/// * `renew`: keep the lease alive in the background (every `ttl / 3`) while the guard lives.
+/// * `renew`: keep the lease alive in the background (every `ttl / 3`, or a third of a
+///   shorter validity the store vouches for) while the guard lives.
 ///   With `renew = false` the guard reports itself lost when the lease runs out.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]

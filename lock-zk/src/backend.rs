@@ -268,9 +268,9 @@ impl ZkLock {
                 }
             })
         };
-        // With renewals on, the guard confirms the session through the leader every
-        // min(ttl, t/2)/3 and counts it valid for t/3 after each confirmation (the acquire's own
-        // round trip through the leader is the first): see `leader_validity`.
+        // With renewals on, the guard confirms the session through the leader every third of
+        // min(ttl, t/2, t/3) and counts it valid for t/3 after each confirmation (the acquire's
+        // own round trip through the leader is the first): see `leader_validity`.
         let session_timeout = self
             .cfg
             .session_timeout
