@@ -68,6 +68,17 @@ fn verdicts(rows: &[ResultRow]) -> Vec<String> {
             ));
         }
     }
+    for r in rows.iter().filter(|r| r.scenario == "contended-procs") {
+        if let Some(s) = r.same_holder_fraction {
+            out.push(format!(
+                "- {}: across processes, the releasing process re-took the lock in {:.0}% of handoffs (Jain {:.2}, wait p99 {} µs)",
+                r.backend,
+                s * 100.0,
+                r.jain_index.unwrap_or(0.0),
+                f(r.p99_us)
+            ));
+        }
+    }
     out
 }
 
