@@ -264,6 +264,11 @@ pg_up() {
       if not exists (select from pg_roles where rolname = 'distlock_pw') then
         create role distlock_pw login password 'distlock-pw';
       end if; end \$\$; grant all on database distlock to distlock_pw" >/dev/null
+  # A role with no privileges on the lock tables (the bad-input tests expect `InvalidConfig`).
+  psql -h 127.0.0.1 -p "$PG_PORT" -U postgres -qc "do \$\$ begin
+      if not exists (select from pg_roles where rolname = 'distlock_noperm') then
+        create role distlock_noperm login;
+      end if; end \$\$; revoke create on schema public from public" -d distlock >/dev/null
   # What an application role needs: the lock tables (whoever created them) and, for a fresh
   # database, CREATE on the schema once.
   psql -h 127.0.0.1 -p "$PG_PORT" -U postgres -d distlock -qc "
@@ -306,6 +311,7 @@ my_up() {
   mariadb --socket="$MY_DIR/mysqld.sock" -uroot -e "
     CREATE USER IF NOT EXISTS 'root'@'127.0.0.1' IDENTIFIED BY '';
     GRANT ALL ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION;
+    CREATE USER IF NOT EXISTS 'distlock_noperm'@'127.0.0.1' IDENTIFIED BY '';
     CREATE DATABASE IF NOT EXISTS distlock;" >/dev/null
   wait_until "mariadb on $MYSQL_PORT" "$MY_DIR/error.log" my_ok
 }

@@ -218,6 +218,24 @@ async fn bad_configuration_gives_typed_errors() {
             "no_such_db",
         ),
         (
+            "postgres role without privileges on the lock tables",
+            "postgres://distlock_noperm@127.0.0.1:15432/distlock?mode=row".into(),
+            Expect::InvalidConfig,
+            "privilege",
+        ),
+        (
+            "postgres role without privileges, for_update",
+            "postgres://distlock_noperm@127.0.0.1:15432/distlock?mode=for_update".into(),
+            Expect::InvalidConfig,
+            "privilege",
+        ),
+        (
+            "mysql user without access to the database",
+            "mysql://distlock_noperm@127.0.0.1:13306/distlock?mode=row".into(),
+            Expect::InvalidConfig,
+            "privilege",
+        ),
+        (
             "zk chroot that does not exist",
             "zk://127.0.0.1:12181/no/such/chroot".into(),
             Expect::InvalidConfig,

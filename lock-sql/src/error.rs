@@ -97,7 +97,9 @@ pub(crate) fn map(err: sqlx::Error, backend: &str, name: Option<&str>) -> LockEr
                 .code()
                 .is_some_and(|c| c == "42501" || c == "1142" || c == "1044" || c == "42000")
                 && (db.message().contains("permission denied")
-                    || db.message().contains("denied to user")) =>
+                    || db.message().contains("denied to user")
+                    || (db.message().contains("Access denied for user")
+                        && db.message().contains("to database"))) =>
         {
             LockError::invalid_config(format!(
                 "{backend}: the database user lacks a privilege the lock needs: {}; it needs \
