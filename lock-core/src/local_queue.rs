@@ -40,7 +40,7 @@ pub fn key(store: &str, namespace: &str, name: &str) -> String {
 
 impl LocalQueue {
     /// The queue for `key`, created on first use and shared while anyone holds it.
-    pub fn join(key: String) -> Arc<LocalQueue> {
+    fn join(key: String) -> Arc<LocalQueue> {
         let mut map = QUEUES.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(q) = map.get(&key).and_then(Weak::upgrade) {
             return q;
@@ -56,22 +56,24 @@ impl LocalQueue {
 
     /// Waits (FIFO) to become the waiter that talks to the database. Cancel-safe: dropping
     /// the future leaves the queue.
-    pub async fn become_head(&self) -> OwnedMutexGuard<()> {
+    async fn become_head(&self) -> OwnedMutexGuard<()> {
         Arc::clone(&self.head).lock_owned().await
     }
 
-    /// As [`become_head`](Self::become_head), giving up (`None`) at the acquire's deadline;
-    /// the caller then makes its one last attempt at the database without queueing.
-    pub async fn become_head_by(&self, deadline: &Deadline) -> Option<OwnedMutexGuard<()>> {
-        match deadline.instant() {
-            None => Some(self.become_head().await),
-            Some(at) => tokio::time::timeout_at(at, self.become_head()).await.ok(),
-        }
+    /// Joins `key`'s queue and waits for this waiter's turn at its head, or until `deadline`
+    /// (the caller then makes its one last attempt at the store without the turn). The turn
+    /// lasts as long as the returned [`Turn`]; dropping it (or the future) leaves the queue.
+    pub async fn wait_turn(key: String, deadline: &Deadline) -> Turn {
+        let queue = Self::join(key);
+        let head = match deadline.instant() {
+            None => Some(queue.become_head().await),
+            Some(at) => tokio::time::timeout_at(at, queue.become_head()).await.ok(),
+        };
+        Turn { queue, _head: head }
     }
 
-    /// A future that completes on the next local release; call `enable()` on it (pinned)
-    /// before the attempt it should follow, so a release in between is not missed.
-    pub fn released(&self) -> tokio::sync::futures::Notified<'_> {
+    /// A future that completes on the next local release (see [`Turn::released`]).
+    fn released(&self) -> tokio::sync::futures::Notified<'_> {
         self.released.notified()
     }
 
@@ -85,6 +87,21 @@ impl LocalQueue {
         if let Some(q) = q {
             q.released.notify_waiters();
         }
+    }
+}
+
+/// A waiter's place in a [`LocalQueue`]: the head's turn, or (past the deadline) no turn.
+pub struct Turn {
+    queue: Arc<LocalQueue>,
+    _head: Option<OwnedMutexGuard<()>>,
+}
+
+impl Turn {
+    /// A future that completes on the next release of this lock by this process; call
+    /// `enable()` on it (pinned) before the attempt it should follow, so a release in between
+    /// is not missed.
+    pub fn released(&self) -> tokio::sync::futures::Notified<'_> {
+        self.queue.released()
     }
 }
 

@@ -202,11 +202,10 @@ impl DistributedLock for MemoryLock {
         opts.validate()?;
         let deadline = Deadline::after(opts.wait);
         // Waiters queue in arrival order; only the head tries the store.
-        let queue = LocalQueue::join(self.store.queue_key(name));
-        let _head = queue.become_head_by(&deadline).await;
+        let turn = LocalQueue::wait_turn(self.store.queue_key(name), &deadline).await;
         loop {
             // Armed before the attempt so a release in between still wakes us.
-            let notified = queue.released();
+            let notified = turn.released();
             tokio::pin!(notified);
             notified.as_mut().enable();
             let at = Instant::now();

@@ -3,8 +3,9 @@
 //! one statement; release commits. The waiters of one process queue in arrival order
 //! ([`LocalQueue`]) and only the head holds a connection, waiting in the database's own lock
 //! queue, bounded by its lock-wait setting (PostgreSQL `lock_timeout`, MariaDB
-//! `innodb_lock_wait_timeout` per statement, whole seconds). If the connection dies the database releases the row lock; the
-//! guard's liveness check (`SELECT 1` every ttl/3) then reports it lost.
+//! `innodb_lock_wait_timeout` per statement, whole seconds). If the connection dies the
+//! database releases the row lock; the guard's liveness check (`SELECT 1` every ttl/3) then
+//! reports it lost.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -116,10 +117,9 @@ pub(crate) async fn acquire(
     let deadline = Deadline::after(opts.wait);
     // Waiters of this process queue here: one pooled connection per process waits in the
     // database's lock queue instead of one per waiting task.
-    let queue = (!try_only).then(|| LocalQueue::join(lock.queue_key(name)));
-    let _head = match &queue {
-        Some(q) => q.become_head_by(&deadline).await,
-        None => None,
+    let _turn = match try_only {
+        false => Some(LocalQueue::wait_turn(lock.queue_key(name), &deadline).await),
+        true => None,
     };
     for _ in 0..MAX_RETRIES {
         let started = Instant::now();

@@ -126,10 +126,9 @@ pub(crate) async fn acquire(
     let deadline = Deadline::after(opts.wait);
     let pg = lock.cfg.dialect == Dialect::Postgres;
     // Waiters of this process queue here; only the head talks to the database.
-    let queue = (!try_only).then(|| LocalQueue::join(lock.queue_key(name)));
-    let _head = match &queue {
-        Some(q) => q.become_head_by(&deadline).await,
-        None => None,
+    let turn = match try_only {
+        false => Some(LocalQueue::wait_turn(lock.queue_key(name), &deadline).await),
+        true => None,
     };
     let registration = (pg && !try_only).then(|| {
         #[cfg(feature = "postgres")]
@@ -144,7 +143,7 @@ pub(crate) async fn acquire(
     loop {
         // Armed before the attempt so a release between the attempt and the wait still wakes us.
         let notified = registration.as_ref().map(|r| r.notify.notified());
-        let released = queue.as_ref().map(|q| q.released());
+        let released = turn.as_ref().map(|t| t.released());
         tokio::pin!(notified, released);
         if let Some(n) = notified.as_mut().as_pin_mut() {
             n.enable();
