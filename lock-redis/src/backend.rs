@@ -165,14 +165,7 @@ impl RedisLock {
                 // The shortest remaining lease among the masters that have one (a master
                 // without the key, or one that never expires it, says nothing about when the
                 // holder's quorum runs out).
-                Ok(Ok(Attempt::Held { pttl_ms })) => {
-                    pttl = match (pttl, pttl_ms) {
-                        (p, q) if q >= 0 && (p < 0 || p == i64::MAX) => q,
-                        (p, q) if q >= 0 => p.min(q),
-                        (i64::MAX, q) => q,
-                        (p, _) => p,
-                    }
-                }
+                Ok(Ok(Attempt::Held { pttl_ms })) => pttl = shortest_pttl(pttl, pttl_ms),
                 Ok(Ok(Attempt::Foreign(kind))) => {
                     return Err(LockError::backend(
                         &self.label,
@@ -494,9 +487,36 @@ pub async fn connect(url: &str) -> Result<Arc<dyn DistributedLock>, LockError> {
     ))
 }
 
+/// Folds one master's remaining lease `q` (ms; negative: no key, or a key that never expires)
+/// into the round's shortest so far `acc` (`i64::MAX` before any reply): the shortest
+/// non-negative lease wins; a negative one stands only while no master reported any other.
+fn shortest_pttl(acc: i64, q: i64) -> i64 {
+    match (acc, q) {
+        (i64::MAX, q) => q,
+        (acc, q) if q < 0 => acc,
+        (acc, q) if acc < 0 => q,
+        (acc, q) => acc.min(q),
+    }
+}
+
 /// The client's clock in µs (Redlock token floor and queue score).
 fn now_us() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shortest_pttl;
+
+    #[test]
+    fn the_shortest_known_lease_wins_and_unknown_ones_only_stand_alone() {
+        let fold = |v: &[i64]| v.iter().fold(i64::MAX, |acc, &q| shortest_pttl(acc, q));
+        assert_eq!(fold(&[]), i64::MAX);
+        assert_eq!(fold(&[500, 200, 900]), 200);
+        assert_eq!(fold(&[-2, 300, -1, 100]), 100);
+        assert_eq!(fold(&[300, -2]), 300);
+        assert_eq!(fold(&[-2, -1]), -2);
+    }
 }
