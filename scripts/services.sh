@@ -264,14 +264,14 @@ pg_up() {
       if not exists (select from pg_roles where rolname = 'distlock_pw') then
         create role distlock_pw login password 'distlock-pw';
       end if; end \$\$; grant all on database distlock to distlock_pw" >/dev/null
-  # A role with no privileges on the lock tables (the bad-input tests expect `InvalidConfig`).
-  psql -h 127.0.0.1 -p "$PG_PORT" -U postgres -qc "do \$\$ begin
+  # distlock_noperm: no privileges on the lock tables (the bad-input tests expect
+  # `InvalidConfig`). distlock_pw: what an application role needs, the lock tables (whoever
+  # created them) and, for a fresh database, CREATE on the schema once.
+  psql -h 127.0.0.1 -p "$PG_PORT" -U postgres -d distlock -qc "do \$\$ begin
       if not exists (select from pg_roles where rolname = 'distlock_noperm') then
         create role distlock_noperm login;
-      end if; end \$\$; revoke create on schema public from public" -d distlock >/dev/null
-  # What an application role needs: the lock tables (whoever created them) and, for a fresh
-  # database, CREATE on the schema once.
-  psql -h 127.0.0.1 -p "$PG_PORT" -U postgres -d distlock -qc "
+      end if; end \$\$;
+      revoke create on schema public from public;
       grant usage, create on schema public to distlock_pw;
       grant select, insert, update, delete on all tables in schema public to distlock_pw;
       grant usage, select, update on all sequences in schema public to distlock_pw;
