@@ -250,17 +250,16 @@ pub(crate) fn writer(
     })
 }
 
-/// The taking-over client's acquire: a 5 s lease, waiting up to 20 s.
+/// The taking-over client's acquire: a 5 s lease, waiting up to `wait`.
 pub(crate) async fn take_over(
     other: &dyn DistributedLock,
     name: &str,
+    wait: Duration,
 ) -> Result<(lock_core::LockGuard, Instant), String> {
     let g = other
         .acquire(
             name,
-            &AcquireOptions::new()
-                .ttl(Duration::from_secs(5))
-                .wait(Duration::from_secs(20)),
+            &AcquireOptions::new().ttl(Duration::from_secs(5)).wait(wait),
         )
         .await
         .map_err(|e| e.to_string())?;
@@ -309,7 +308,7 @@ pub async fn partition(t: &Target, pg: &str) -> Result<Outcome, String> {
         p.blackhole();
     }
     let cut = Instant::now();
-    let (g2, took_at) = take_over(&*other, &name).await?;
+    let (g2, took_at) = take_over(&*other, &name, Duration::from_secs(20)).await?;
     let other_at = took_at - cut;
     let lost_at = after_take_over(g2, &res, &history, w).await?;
     for p in &ps {

@@ -259,7 +259,7 @@ pub async fn server_killed_connection(t: &Target, pg: &str) -> Result<Outcome, S
     tokio::time::sleep(Duration::from_millis(300)).await;
     let waiting = tokio::spawn({
         let name = name.clone();
-        async move { take_over(&*other, &name).await }
+        async move { take_over(&*other, &name, Duration::from_secs(15)).await }
     });
     tokio::time::sleep(Duration::from_millis(100)).await;
     let killed_at = Instant::now();
@@ -375,7 +375,7 @@ pub async fn zk_follower_cut(pg: &str) -> Result<Outcome, String> {
     let heal = Heal(cut.0.clone(), leader.0.clone());
     services(&["netns-cut", &cut.0, &leader.0])?;
     let cut_at = Instant::now();
-    let (g2, took_at) = take_over(&*other, &name).await?;
+    let (g2, took_at) = take_over(&*other, &name, Duration::from_secs(20)).await?;
     let lost_at = after_take_over(g2, &res, &history, w).await?;
     drop(heal);
     let stats = res.stats().await?;
