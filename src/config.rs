@@ -13,15 +13,15 @@
 
 use std::time::Duration;
 
-use lock_core::{parse_duration, AcquireOptions, LockError};
+use lock_core::{parse_duration, AcquireOptions, LockError, SecretUrl};
 use serde::Deserialize;
 
 /// A lock URL plus optional acquisition defaults.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct LockConfig {
-    /// The backend URL (see the crate docs for schemes).
-    pub url: String,
+    /// The backend URL (see the crate docs for schemes). `Debug` shows it without its password.
+    pub url: SecretUrl,
     /// Default lease, e.g. `"30s"`.
     #[serde(default)]
     pub ttl: Option<String>,
@@ -40,7 +40,7 @@ impl LockConfig {
     /// A config from a URL alone.
     pub fn from_url(url: impl Into<String>) -> Self {
         LockConfig {
-            url: url.into(),
+            url: SecretUrl::new(url),
             ..Default::default()
         }
     }
@@ -50,13 +50,14 @@ impl LockConfig {
     /// # Errors
     /// [`LockError::InvalidConfig`] quoting a bad duration or boolean.
     pub fn resolve(&self) -> Result<(String, AcquireOptions), LockError> {
-        let (base, query) = match self.url.split_once('?') {
+        let url = self.url.expose();
+        let (base, query) = match url.split_once('?') {
             Some((b, q)) => (b, q),
-            None => (self.url.as_str(), ""),
+            None => (url, ""),
         };
         let mut opts = AcquireOptions::new();
         let mut rest = Vec::new();
-        let redacted = lock_core::config::redact(&self.url);
+        let redacted = self.url.redacted();
         let dur = |k: &str, v: &str| {
             parse_duration(v).map_err(|e| {
                 LockError::invalid_config(format!("parameter `{k}={v}` in {redacted:?}: {e}"))

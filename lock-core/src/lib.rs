@@ -31,6 +31,7 @@ pub mod lost;
 pub mod memory;
 pub mod name;
 pub mod options;
+pub mod secret;
 pub mod token;
 pub mod wait;
 
@@ -49,5 +50,6 @@ pub use lease::Lease;
 pub use lock::{DistributedLock, LockInfo};
 pub use lost::LostSignal;
 pub use options::{AcquireOptions, DEFAULT_TTL};
+pub use secret::{Secret, SecretUrl};
 pub use token::owner_token;
 pub use wait::{Backoff, Deadline};

@@ -66,8 +66,8 @@ pub struct SqlConfig {
     pub max_connections: u32,
     /// How long to wait for a connection (bounds how fast an unreachable database is reported).
     pub connect_timeout: Duration,
-    /// The URL for sqlx, without distlock's parameters. Contains the password: never printed.
-    driver_url: String,
+    /// The URL for sqlx, without distlock's parameters. `Debug` shows it without its password.
+    driver_url: lock_core::SecretUrl,
     /// The URL as the user gave it, password redacted.
     redacted: String,
 }
@@ -181,7 +181,7 @@ impl SqlConfig {
             table,
             max_connections,
             connect_timeout,
-            driver_url,
+            driver_url: lock_core::SecretUrl::new(driver_url),
             redacted: parsed.redacted().to_owned(),
         };
         cfg.validate()?;
@@ -214,7 +214,7 @@ impl SqlConfig {
     }
 
     pub(crate) fn driver_url(&self) -> &str {
-        &self.driver_url
+        self.driver_url.expose()
     }
 }
 
