@@ -23,10 +23,13 @@
 //! | `redis://`, `redlock://` | `lock-redis` | `redis` |
 //! | `zk://`, `zookeeper://` | `lock-zk` | `zookeeper` |
 //!
-//! URL parameters `ttl`, `wait` and `renew` are acquisition defaults read by [`LockConfig`];
-//! everything else goes to the backend, which rejects parameters it does not know.
+//! URL parameters `ttl`, `wait` and `renew` are acquisition defaults: every entry point
+//! ([`connect`], [`connect_from_env`], [`connect_config`]) returns a lock that applies them to
+//! the options a caller leaves unset (see [`configured`]); everything else goes to the
+//! backend, which rejects parameters it does not know.
 
 pub mod config;
+pub mod configured;
 pub mod registry;
 
 use std::sync::Arc;
@@ -47,18 +50,18 @@ pub mod builders {
 /// The environment variable [`connect_from_env`] reads.
 pub const URL_ENV: &str = "DISTLOCK_URL";
 
-/// Connects to the backend a URL names. `ttl`/`wait`/`renew` parameters are accepted and
-/// ignored here (use [`LockConfig`] to read them as defaults).
+/// Connects to the backend a URL names. `ttl`/`wait`/`renew` parameters become the lock's
+/// acquisition defaults (applied to every option the caller leaves unset).
 ///
 /// # Errors
 /// [`LockError::InvalidConfig`] for an unknown or compiled-out scheme and bad parameters;
 /// [`LockError::Unavailable`] when the store cannot be reached.
 pub async fn connect(url: &str) -> Result<Arc<dyn DistributedLock>, LockError> {
-    let (url, _) = LockConfig::from_url(url).resolve()?;
-    registry::connect(&url).await
+    Ok(connect_config(&LockConfig::from_url(url)).await?.0)
 }
 
-/// Connects with a [`LockConfig`], returning the lock and its default [`AcquireOptions`].
+/// Connects with a [`LockConfig`], returning the lock (which applies the defaults itself, as
+/// [`connect`]'s does) and its default [`AcquireOptions`].
 ///
 /// # Errors
 /// As [`connect`].
@@ -66,7 +69,8 @@ pub async fn connect_config(
     cfg: &LockConfig,
 ) -> Result<(Arc<dyn DistributedLock>, AcquireOptions), LockError> {
     let (url, opts) = cfg.resolve()?;
-    Ok((registry::connect(&url).await?, opts))
+    let lock = configured::Configured::wrap(registry::connect(&url).await?, opts.clone());
+    Ok((lock, opts))
 }
 
 /// Connects to `$DISTLOCK_URL`.

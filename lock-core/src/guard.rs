@@ -8,8 +8,8 @@
 //! signals it (session expiry, a dead connection, the lock removed by someone else).
 //!
 //! # Drop
-//! Dropping a guard without [`LockGuard::release`] releases in the background on the current
-//! tokio runtime (best effort: with no runtime, or if the runtime shuts down first, the store
+//! Dropping a guard without [`LockGuard::release`] (lost or not) releases in the background on
+//! the current tokio runtime (best effort: with no runtime, or if the runtime shuts down first, the store
 //! frees the lock when the lease or session ends). Nothing stays locked past its lease.
 
 use std::fmt;
@@ -63,6 +63,11 @@ struct Shared {
     lease: Arc<dyn Lease>,
     lost: LostSignal,
     state: Mutex<LeaseState>,
+    /// Held across each store renewal and the recording of its result, so `extend` and the
+    /// background renewal never run at once nor record their results out of order.
+    renewing: tokio::sync::Mutex<()>,
+    /// Wakes the background task when `extend` changed the schedule.
+    rescheduled: tokio::sync::Notify,
 }
 
 impl Shared {
@@ -134,6 +139,8 @@ impl LockGuard {
                 valid_until,
                 validity: parts.validity,
             }),
+            renewing: tokio::sync::Mutex::new(()),
+            rescheduled: tokio::sync::Notify::new(),
         });
         tracing::debug!(name = %shared.name, backend = %shared.backend, token = shared.token, "lock acquired");
         let task = (shared.renew || valid_until.is_some())
@@ -232,13 +239,17 @@ impl LockGuard {
         }
     }
 
-    /// Extends the lease to `ttl` from now (and uses `ttl` for later renewals).
+    /// Extends the lease to `ttl` from now (and uses `ttl` for later renewals). The background
+    /// renewal is rescheduled at once for the new lease, so a shorter `ttl` is renewed on its
+    /// own, shorter schedule; `extend` and the background renewal never overlap, and their
+    /// results are recorded in the order the store answered them.
     ///
     /// # Errors
     /// [`LockError::NotHeld`] if the lock is lost or someone else holds it now (the guard is then
     /// lost); [`LockError::InvalidConfig`] for a bad `ttl`; store errors otherwise.
     pub async fn extend(&self, ttl: Duration) -> Result<(), LockError> {
         crate::AcquireOptions::new().ttl(ttl).validate()?;
+        let _turn = self.shared.renewing.lock().await;
         if let Some(reason) = self.shared.lost.reason() {
             return Err(LockError::not_held(
                 &self.shared.name,
@@ -247,7 +258,7 @@ impl LockGuard {
             ));
         }
         let started = Instant::now();
-        match self.shared.lease.renew(ttl).await {
+        let res = match self.shared.lease.renew(ttl).await {
             Ok(validity) => {
                 self.shared.record_renewal(ttl, started, validity);
                 Ok(())
@@ -257,7 +268,9 @@ impl LockGuard {
                 Err(e)
             }
             Err(e) => Err(e),
-        }
+        };
+        self.shared.rescheduled.notify_one();
+        res
     }
 
     /// Releases the lock and waits for the store to confirm.
@@ -294,7 +307,10 @@ impl Drop for LockGuard {
         if let Some(t) = self.task.take() {
             t.abort();
         }
-        if self.finished || self.shared.lost.is_lost() {
+        // A lost guard is released too: every backend's release is owner-checked (it never
+        // touches another holder's lock), and it frees what a lost guard may still occupy
+        // (a ZooKeeper node of a live session, a row or key not yet expired).
+        if self.finished {
             return;
         }
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
@@ -334,6 +350,30 @@ async fn keep_alive(shared: Arc<Shared>) {
         tokio::select! {
             _ = tokio::time::sleep_until(wake) => {}
             _ = shared.lost.wait() => return,
+            // `extend` changed the lease: compute the schedule again.
+            _ = shared.rescheduled.notified() => {
+                retry_after = None;
+                continue;
+            }
+        }
+        // One renewal at a time: wait for a concurrent `extend` to finish and read its result,
+        // but never past the lease deadline known now (a hung `extend` must not delay `lost()`).
+        let _turn = match valid_until {
+            Some(v) => match tokio::time::timeout_at(v, shared.renewing.lock()).await {
+                Ok(turn) => turn,
+                Err(_) if shared.snapshot().1.map(|u| u - safety_margin(ttl)) > Some(v) => continue,
+                Err(_) => {
+                    shared.lost.mark_lost(format!(
+                        "the {ttl:?} lease ran out while an extend was still waiting for the store"
+                    ));
+                    return;
+                }
+            },
+            None => shared.renewing.lock().await,
+        };
+        if shared.snapshot() != (ttl, valid_until.map(|v| v + safety_margin(ttl))) {
+            // An `extend` renewed meanwhile: schedule from its result instead of renewing again.
+            continue;
         }
         let (ttl, valid_until) = shared.snapshot();
         let valid_until = valid_until.map(|v| v - safety_margin(ttl));
@@ -443,6 +483,58 @@ mod tests {
         // Every 200 ms (a third of the 3 s lease would have let the 600 ms validity run out).
         let n = lease.renewals.load(Ordering::SeqCst);
         assert!((4..=6).contains(&n), "{n} renewals in 1.05 s");
+        assert!(!g.is_lost(), "{g:?}");
+        g.abandon();
+    }
+
+    /// A lease whose first renewal takes 300 ms and later ones 50 ms, tracking overlap.
+    #[derive(Default)]
+    struct Slow {
+        calls: AtomicUsize,
+        in_flight: AtomicUsize,
+        max_in_flight: AtomicUsize,
+    }
+
+    #[async_trait]
+    impl Lease for Slow {
+        async fn renew(&self, ttl: Duration) -> Result<Option<Duration>, LockError> {
+            let n = self.calls.fetch_add(1, Ordering::SeqCst);
+            let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+            self.max_in_flight.fetch_max(now, Ordering::SeqCst);
+            let delay = if n == 0 { 300 } else { 50 };
+            tokio::time::sleep(Duration::from_millis(delay)).await;
+            self.in_flight.fetch_sub(1, Ordering::SeqCst);
+            Ok(Some(ttl))
+        }
+
+        async fn release(&self) -> Result<(), LockError> {
+            Ok(())
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn extend_and_renewal_never_overlap_and_the_later_ttl_wins() {
+        let lease = Arc::new(Slow::default());
+        let mut p = parts(Arc::new(Scripted::default()), Duration::ZERO);
+        p.lease = Arc::clone(&lease) as Arc<dyn Lease>;
+        p.renew = true;
+        p.ttl = Duration::from_millis(900);
+        p.validity = Some(Duration::from_millis(900));
+        let g = LockGuard::new(p);
+        // The background renewal starts at 300 ms and answers at 600 ms; extend asks at 400 ms.
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        g.extend(Duration::from_secs(2)).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        assert_eq!(
+            lease.max_in_flight.load(Ordering::SeqCst),
+            1,
+            "extend overlapped a renewal"
+        );
+        assert_eq!(
+            g.ttl(),
+            Duration::from_secs(2),
+            "an older renewal's result overwrote extend's"
+        );
         assert!(!g.is_lost(), "{g:?}");
         g.abandon();
     }

@@ -18,7 +18,13 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
 /// * `renew`: keep the lease alive in the background (every `ttl / 3`, or a third of a
 ///   shorter validity the store vouches for) while the guard lives.
 ///   With `renew = false` the guard reports itself lost when the lease runs out.
-#[derive(Clone, Debug, PartialEq, Eq)]
+///
+/// # Defaults from configuration
+/// A lock connected from a URL with `ttl`, `wait` or `renew` parameters (or a `LockConfig`)
+/// applies them to every field the caller did not set: a field counts as set when one of the
+/// builder methods set it or when it differs from the built-in default.
+/// [`AcquireOptions::or_defaults`] does the merge.
+#[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct AcquireOptions {
     /// Longest wait for another holder; `None` = forever.
@@ -27,7 +33,21 @@ pub struct AcquireOptions {
     pub ttl: Duration,
     /// Renew the lease in the background while held.
     pub renew: bool,
+    /// Which fields a builder method set (`SET_*` bits).
+    set: u8,
 }
+
+const SET_WAIT: u8 = 1;
+const SET_TTL: u8 = 2;
+const SET_RENEW: u8 = 4;
+
+impl PartialEq for AcquireOptions {
+    fn eq(&self, other: &Self) -> bool {
+        (self.wait, self.ttl, self.renew) == (other.wait, other.ttl, other.renew)
+    }
+}
+
+impl Eq for AcquireOptions {}
 
 impl Default for AcquireOptions {
     fn default() -> Self {
@@ -35,6 +55,7 @@ impl Default for AcquireOptions {
             wait: None,
             ttl: DEFAULT_TTL,
             renew: true,
+            set: 0,
         }
     }
 }
@@ -48,25 +69,48 @@ impl AcquireOptions {
     /// Wait at most `wait` for another holder.
     pub fn wait(mut self, wait: Duration) -> Self {
         self.wait = Some(wait);
+        self.set |= SET_WAIT;
         self
     }
 
     /// Wait forever (the default).
     pub fn wait_forever(mut self) -> Self {
         self.wait = None;
+        self.set |= SET_WAIT;
         self
     }
 
     /// Sets the lease length.
     pub fn ttl(mut self, ttl: Duration) -> Self {
         self.ttl = ttl;
+        self.set |= SET_TTL;
         self
     }
 
     /// Turns background renewal on or off.
     pub fn renew(mut self, renew: bool) -> Self {
         self.renew = renew;
+        self.set |= SET_RENEW;
         self
+    }
+
+    /// These options with every field the caller did not set taken from `defaults` (the
+    /// configured defaults of a lock). A field counts as set when a builder method set it or
+    /// when it differs from the built-in default ([`AcquireOptions::new`]).
+    pub fn or_defaults(&self, defaults: &AcquireOptions) -> AcquireOptions {
+        let builtin = AcquireOptions::new();
+        let mut out = self.clone();
+        if self.set & SET_WAIT == 0 && self.wait == builtin.wait {
+            out.wait = defaults.wait;
+        }
+        if self.set & SET_TTL == 0 && self.ttl == builtin.ttl {
+            out.ttl = defaults.ttl;
+        }
+        if self.set & SET_RENEW == 0 && self.renew == builtin.renew {
+            out.renew = defaults.renew;
+        }
+        out.set |= defaults.set;
+        out
     }
 
     /// Checks the options: the lease must be at least 10 ms and at most 24 hours.
@@ -103,5 +147,28 @@ mod tests {
         assert!(matches!(err, LockError::InvalidConfig(_)));
         assert!(err.to_string().contains("ttl"));
         assert!(AcquireOptions::new().validate().is_ok());
+    }
+
+    #[test]
+    fn configured_defaults_fill_only_what_the_caller_left_unset() {
+        let configured = AcquireOptions::new()
+            .ttl(Duration::from_secs(5))
+            .wait(Duration::from_secs(2))
+            .renew(false);
+        let merged = AcquireOptions::new().or_defaults(&configured);
+        assert_eq!(merged, configured);
+        // Set by a builder, even to the built-in value: the caller's value wins.
+        let mine = AcquireOptions::new().ttl(DEFAULT_TTL).wait_forever();
+        let merged = mine.or_defaults(&configured);
+        assert_eq!(merged.ttl, DEFAULT_TTL);
+        assert_eq!(merged.wait, None);
+        assert!(!merged.renew);
+        // Set by assigning the field to a non-default value: the caller's value wins.
+        let mut assigned = AcquireOptions::new();
+        assigned.ttl = Duration::from_secs(7);
+        assert_eq!(
+            assigned.or_defaults(&configured).ttl,
+            Duration::from_secs(7)
+        );
     }
 }
