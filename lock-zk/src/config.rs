@@ -82,9 +82,21 @@ impl ZkConfig {
                 u.redacted()
             )));
         }
-        crate::path::validate_absolute(&cfg.base).map_err(|why| {
-            LockError::invalid_config(format!("base {:?} in {:?}: {why}", cfg.base, u.redacted()))
-        })?;
+        crate::path::validate_absolute(&cfg.base)
+            .and_then(|()| {
+                if cfg.base.split('/').any(|s| crate::path::sequence_of(s).is_some()) {
+                    Err("a path element is shaped like a lock contender node (`lock-` and 10 digits)")
+                } else {
+                    Ok(())
+                }
+            })
+            .map_err(|why| {
+                LockError::invalid_config(format!(
+                    "base {:?} in {:?}: {why}",
+                    cfg.base,
+                    u.redacted()
+                ))
+            })?;
         if !cfg.chroot.is_empty() {
             crate::path::validate_absolute(&cfg.chroot).map_err(|why| {
                 LockError::invalid_config(format!(

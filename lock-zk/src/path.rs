@@ -8,8 +8,11 @@
 //! * contenders are `EPHEMERAL_SEQUENTIAL` children named `_c_<uuid>-lock-<10-digit sequence>`
 //!   exactly as Curator's `InterProcessMutex` names them, ordered by the sequence after
 //!   `lock-` (Curator's `StandardLockInternalsDriver.fixForSorting`), so Curator and distlock
-//!   processes on the same path exclude each other. Children without `lock-` (nested lock
-//!   directories such as `a/b` under `a`) are not contenders.
+//!   processes on the same path exclude each other. Only children shaped like that — ending
+//!   in `lock-` and exactly 10 digits — are contenders: nested lock directories such as `a/b`,
+//!   `a/block-` or `a/lock-0` under `a` are not;
+//! * a name with a path element shaped like a contender (`a/lock-0000000001`) is rejected with
+//!   `InvalidName`: its directory would sit among `a`'s contenders and block `a`.
 
 use lock_core::LockError;
 use rand::Rng;
@@ -80,6 +83,12 @@ pub fn lock_path(base: &str, name: &str) -> Result<String, LockError> {
             "the /zookeeper tree is reserved by ZooKeeper",
         ));
     }
+    if path.split('/').any(|seg| sequence_of(seg).is_some()) {
+        return Err(LockError::invalid_name(
+            name,
+            "a path element ends in `lock-` and 10 digits, the shape of a lock contender node, so it would queue in its parent's lock; rename it",
+        ));
+    }
     Ok(path)
 }
 
@@ -104,11 +113,16 @@ pub fn protected_prefix(uuid: &str) -> String {
     format!("_c_{uuid}-")
 }
 
-/// The sort key of a contender: the text after `lock-` (Curator's `fixForSorting`).
+/// Digits ZooKeeper appends to a sequential node's name (`%010d`).
+pub const SEQUENCE_DIGITS: usize = 10;
+
+/// The sort key of a contender: the 10-digit sequence after its final `lock-` (Curator's
+/// `fixForSorting`), or `None` for a child that is not shaped like a contender node — nested
+/// lock directories such as `block-`, `lock-0` or `x-lock-` must not count (issue 14).
 pub fn sequence_of(child: &str) -> Option<&str> {
-    child
-        .rfind(LOCK_NAME)
-        .map(|i| &child[i + LOCK_NAME.len()..])
+    let split = child.len().checked_sub(SEQUENCE_DIGITS)?;
+    let (head, seq) = (child.get(..split)?, child.get(split..)?);
+    (head.ends_with(LOCK_NAME) && seq.bytes().all(|b| b.is_ascii_digit())).then_some(seq)
 }
 
 /// The contenders among `children`, in Curator's order.
@@ -125,6 +139,14 @@ pub fn sorted_contenders(children: Vec<String>) -> Vec<String> {
 mod tests {
     use super::*;
 
+    fn assert_invalid_name(bad: &str) {
+        let r = lock_path("/distlock", bad);
+        assert!(
+            matches!(r, Err(LockError::InvalidName { .. })),
+            "{bad}: {r:?}"
+        );
+    }
+
     #[test]
     fn maps_and_rejects() {
         assert_eq!(lock_path("/distlock", "jobs").unwrap(), "/distlock/jobs");
@@ -139,13 +161,7 @@ mod tests {
             "/",
             "a\u{1}b",
         ] {
-            assert!(
-                matches!(
-                    lock_path("/distlock", bad),
-                    Err(LockError::InvalidName { .. })
-                ),
-                "{bad}"
-            );
+            assert_invalid_name(bad);
         }
     }
 
@@ -166,5 +182,54 @@ mod tests {
             ]
         );
         assert_eq!(uuid().len(), 36);
+    }
+
+    #[test]
+    fn only_curator_shaped_children_are_contenders() {
+        // Nested lock directories whose names merely end in `lock-` (issue 14) are not
+        // contenders; a contender is `…lock-` plus exactly the 10 digits ZooKeeper appends.
+        let kids: Vec<String> = [
+            "block-",
+            "lock-0",
+            "x-lock-",
+            "lock-",
+            "lock-00000000001",
+            "lock-000000000a",
+            "_c_b-lock-0000000007",
+            "lock-0000000003",
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        assert_eq!(
+            sorted_contenders(kids),
+            vec!["lock-0000000003", "_c_b-lock-0000000007"]
+        );
+        for not in ["block-", "lock-0", "x-lock-", "a/lock-", "lock-+000000001"] {
+            assert_eq!(sequence_of(not), None, "{not}");
+        }
+        assert_eq!(sequence_of("_c_x-lock-0000000042"), Some("0000000042"));
+    }
+
+    #[test]
+    fn contender_shaped_segments_are_rejected() {
+        // A lock directory named like a contender would sit among its parent's contenders.
+        for bad in [
+            "a/lock-0000000001",
+            "a/_c_00000000-0000-0000-0000-000000000000-lock-0000000001",
+            "/x/lock-0000000001/y",
+            "lock-0000000001",
+        ] {
+            assert_invalid_name(bad);
+        }
+        for good in [
+            "a/lock-0",
+            "a/block-",
+            "a/x-lock-",
+            "a/a/lock-",
+            "lock-000000001",
+        ] {
+            assert!(lock_path("/distlock", good).is_ok(), "{good}");
+        }
     }
 }
