@@ -37,8 +37,10 @@ use std::sync::Arc;
 pub use config::LockConfig;
 pub use lock_core::*;
 
-/// Typed configuration for people who prefer code to URLs.
-pub mod builders {
+/// Typed configuration structs for people who prefer code to URLs: each parses the same URL
+/// (`from_url`) and has public fields to adjust before connecting (`RedisLock::connect(cfg)`,
+/// …). Their `Debug` never shows a password.
+pub mod configs {
     #[cfg(feature = "redis")]
     pub use lock_redis::{RedisConfig, RedisLock, Topology};
     #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use distlock::builders::{RedisConfig, SqlConfig, ZkConfig};
+use distlock::configs::{RedisConfig, SqlConfig, ZkConfig};
 use distlock::{AcquireOptions, DistlockUrl, LockConfig, LockError};
 
 const PW: &str = "hunter2-Secret";

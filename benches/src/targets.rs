@@ -38,6 +38,7 @@ pub fn all_service_urls() -> Vec<String> {
         "redis://127.0.0.1:16379".into(),
         "redlock://127.0.0.1:17001,127.0.0.1:17002,127.0.0.1:17003,127.0.0.1:17004,127.0.0.1:17005"
             .into(),
+        "zk://127.0.0.1:12181".into(),
     ]
 }
 
@@ -84,4 +85,32 @@ pub fn target(url: &str) -> Result<Target, LockError> {
 /// The backend's connect errors.
 pub async fn connect(url: &str) -> Result<Arc<dyn DistributedLock>, LockError> {
     distlock::connect(url).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `--all` covers every backend the conformance suite runs (SQLite is added beside it).
+    #[test]
+    fn all_covers_every_service_backend() {
+        let labels: Vec<String> = all_service_urls()
+            .iter()
+            .map(|u| target(u).map(|t| t.label).unwrap_or_else(|e| e.to_string()))
+            .collect();
+        for want in [
+            "postgres-row",
+            "postgres-for_update",
+            "mysql-row",
+            "mysql-for_update",
+            "redis",
+            "redlock",
+            "zookeeper",
+        ] {
+            assert!(
+                labels.iter().any(|l| l == want),
+                "--all misses {want}: {labels:?}"
+            );
+        }
+    }
 }
