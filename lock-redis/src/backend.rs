@@ -16,7 +16,7 @@ use tokio::time::Instant;
 use crate::config::{RedisConfig, Topology};
 use crate::error::map;
 use crate::keys::Keys;
-use crate::lease::{drift, tally, RedisLease};
+use crate::lease::{drift, RedisLease};
 use crate::node::{Attempt, Node};
 use crate::subscriber::{Subscriber, Waiting};
 
@@ -120,6 +120,13 @@ impl RedisLock {
         &self.cfg
     }
 
+    /// The client's clock in µs (Redlock token floor and queue score).
+    fn now_us(&self) -> u64 {
+        let behind =
+            u64::try_from(self.cfg.test_hooks.clock_behind.as_micros()).unwrap_or(u64::MAX);
+        now_us().saturating_sub(behind)
+    }
+
     fn redlock(&self) -> bool {
         self.cfg.topology == Topology::Redlock
     }
@@ -150,7 +157,7 @@ impl RedisLock {
         let started = Instant::now();
         let t = self.per_node_timeout(ttl);
         // Redlock: one token floor for the whole round (see the write-back below).
-        let floor = self.redlock().then(now_us);
+        let floor = self.redlock().then(|| self.now_us());
         let results = join_all(self.nodes.iter().map(|n| {
             tokio::time::timeout(
                 t,
@@ -159,6 +166,7 @@ impl RedisLock {
         }))
         .await;
         let (mut tokens, mut pttl, mut errors, mut last_err) = (Vec::new(), i64::MAX, 0usize, None);
+        let mut foreign = None;
         for r in results {
             match r {
                 Ok(Ok(Attempt::Acquired(f))) => tokens.push(f),
@@ -166,20 +174,26 @@ impl RedisLock {
                 // without the key, or one that never expires it, says nothing about when the
                 // holder's quorum runs out).
                 Ok(Ok(Attempt::Held { pttl_ms })) => pttl = shortest_pttl(pttl, pttl_ms),
-                Ok(Ok(Attempt::Foreign(kind))) => {
-                    return Err(LockError::backend(
-                        &self.label,
-                        Some(name),
-                        format!("key {:?} holds a Redis {kind}, not a lock: another application's data is there; pick another name or prefix", keys.lock),
-                        None,
-                    ))
-                }
+                Ok(Ok(Attempt::Foreign(f))) => foreign = Some(f),
                 Ok(Err(e)) => {
                     errors += 1;
                     last_err = Some(e);
                 }
                 Err(_) => errors += 1,
             }
+        }
+        if let Some(f) = foreign {
+            // Another application's data at one of the lock's keys: no lock here. Whatever
+            // other masters granted is undone before the error is returned.
+            if !tokens.is_empty() {
+                self.undo(keys, token, t).await;
+            }
+            return Err(LockError::backend(
+                &self.label,
+                Some(name),
+                f.describe(keys),
+                None,
+            ));
         }
         let quorum = self.cfg.quorum();
         if !self.redlock() {
@@ -235,7 +249,7 @@ impl RedisLock {
                     .map(|n| tokio::time::timeout(t, n.writeback(keys, fence, token))),
             )
             .await;
-            let written = wb.iter().filter(|r| matches!(r, Ok(Ok(())))).count();
+            let written = wb.iter().filter(|r| matches!(r, Ok(Ok(Ok(_))))).count();
             let validity = ttl
                 .saturating_sub(started.elapsed())
                 .saturating_sub(drift(ttl));
@@ -247,13 +261,7 @@ impl RedisLock {
             }
         }
         // Failed: undo everywhere before anyone retries.
-        let undo = join_all(
-            self.nodes
-                .iter()
-                .map(|n| tokio::time::timeout(t, n.release(keys, token))),
-        )
-        .await;
-        let _ = tally(undo);
+        self.undo(keys, token, t).await;
         if self.nodes.len() - errors < quorum {
             return Err(LockError::unavailable(
                 &self.label,
@@ -270,6 +278,16 @@ impl RedisLock {
             pttl_ms: if pttl == i64::MAX { 0 } else { pttl },
             partial: !tokens.is_empty(),
         })
+    }
+
+    /// Releases whatever a failed round took, on every node (each bounded by `t`).
+    async fn undo(&self, keys: &Keys, token: &str, t: Duration) {
+        join_all(
+            self.nodes
+                .iter()
+                .map(|n| tokio::time::timeout(t, n.release(keys, token))),
+        )
+        .await;
     }
 
     fn lease(&self, keys: &Keys, token: &str, name: &str, ttl: Duration) -> RedisLease {
@@ -294,13 +312,13 @@ impl RedisLock {
         name::validate(name)?;
         opts.validate()?;
         let keys = Keys::new(&self.cfg.prefix, name);
-        let token = owner_token();
+        let token = (self.cfg.test_hooks.owner_token.clone()).unwrap_or_else(owner_token);
         let deadline = Deadline::after(opts.wait);
         // Waiters queue (FIFO). On Redlock every master orders its queue by the waiter's own
         // arrival time, so the same waiter heads every queue and wins a quorum (clock skew
         // between clients bends the order, never safety).
         let queue = !try_only;
-        let score = self.redlock().then(now_us);
+        let score = self.redlock().then(|| self.now_us());
         // Subscribed only once the lock turns out to be held (a free lock costs one round trip),
         // followed at once by another round so a release in between is not missed.
         let mut waits: Option<Vec<Waiting>> = None;

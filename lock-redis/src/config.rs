@@ -1,5 +1,11 @@
 //! [`RedisConfig`]: nodes, credentials, key prefix and timeouts from a `redis://` or
 //! `redlock://` URL (or the builder).
+//!
+//! # URL parameters
+//! * `prefix=…`: prepended to every lock name to form its key (default empty). It must not
+//!   contain a NUL byte: distlock's own keys beside a lock are told apart from lock keys by one
+//!   (see the crate's key layout).
+//! * `timeout=3s`: bound on connecting and on each command's reply.
 
 use std::fmt;
 use std::time::Duration;
@@ -14,6 +20,17 @@ pub enum Topology {
     Single,
     /// N independent masters (N odd, ≥ 3), quorum N/2+1.
     Redlock,
+}
+
+/// Test-only knobs: not part of the API, never set them outside distlock's own tests (they
+/// break the guarantees on purpose, to reproduce faults deterministically).
+#[doc(hidden)]
+#[derive(Clone, Debug, Default)]
+pub struct TestHooks {
+    /// Every acquisition uses this owner token instead of a fresh random one.
+    pub owner_token: Option<String>,
+    /// This client's clock (Redlock token floor and queue score) runs this far behind.
+    pub clock_behind: std::time::Duration,
 }
 
 /// Everything a Redis lock client needs. `Debug` never shows the password.
@@ -34,6 +51,9 @@ pub struct RedisConfig {
     pub prefix: String,
     /// Bound on connecting and on each command's reply.
     pub timeout: Duration,
+    /// Test-only knobs (see [`TestHooks`]).
+    #[doc(hidden)]
+    pub test_hooks: TestHooks,
 }
 
 impl fmt::Debug for RedisConfig {
@@ -67,6 +87,7 @@ impl RedisConfig {
             password: None,
             prefix: String::new(),
             timeout: Duration::from_secs(3),
+            test_hooks: TestHooks::default(),
         }
     }
 
@@ -131,6 +152,7 @@ impl RedisConfig {
             password: u.password.clone(),
             prefix,
             timeout,
+            test_hooks: TestHooks::default(),
         };
         cfg.validate().map_err(|e| match e {
             LockError::InvalidConfig(m) => {
@@ -141,11 +163,18 @@ impl RedisConfig {
         Ok(cfg)
     }
 
-    /// Checks the node count: one for single, an odd number ≥ 3 for Redlock.
+    /// Checks the node count (one for single, an odd number ≥ 3 for Redlock) and that the
+    /// prefix has no NUL byte.
     ///
     /// # Errors
     /// [`LockError::InvalidConfig`].
     pub fn validate(&self) -> Result<(), LockError> {
+        if self.prefix.contains('\0') {
+            return Err(LockError::invalid_config(format!(
+                "prefix {:?} contains a NUL byte: distlock keeps its own keys apart from lock keys by a NUL, so a prefix must not contain one",
+                self.prefix
+            )));
+        }
         let n = self.nodes.len();
         match self.topology {
             Topology::Single if n != 1 => Err(LockError::invalid_config(format!(
@@ -207,6 +236,7 @@ mod tests {
             ("redis://h?ttl=abc", "ttl"),
             ("redis://h?timeout=abc", "timeout=abc"),
             ("redis://a:1,b:2", "exactly one"),
+            ("redis://h?prefix=a%00b", "NUL"),
         ] {
             let e = RedisConfig::from_url(bad).unwrap_err();
             assert!(matches!(e, LockError::InvalidConfig(_)), "{bad}");

@@ -9,7 +9,7 @@ use tokio::time::Instant;
 
 use crate::error::map;
 use crate::keys::Keys;
-use crate::node::Node;
+use crate::node::{Foreign, Node};
 
 /// Redlock's clock-drift allowance: ttl·1% + 2 ms.
 pub(crate) fn drift(ttl: Duration) -> Duration {
@@ -28,23 +28,43 @@ pub(crate) struct RedisLease {
     pub per_node_timeout: Duration,
 }
 
-/// Per-node outcomes of one round: (true replies, false replies, errors).
-pub(crate) fn tally(
-    results: Vec<Result<Result<bool, redis::RedisError>, tokio::time::error::Elapsed>>,
-) -> (usize, usize, Option<redis::RedisError>, usize) {
-    let (mut yes, mut no, mut errors, mut last) = (0, 0, 0, None);
+/// One node's answer to a release or extend, bounded by the per-node timeout.
+pub(crate) type NodeReply =
+    Result<redis::RedisResult<Result<bool, Foreign>>, tokio::time::error::Elapsed>;
+
+/// Per-node outcomes of one release or extend round.
+#[derive(Default)]
+pub(crate) struct Tally {
+    /// Nodes that did it.
+    pub yes: usize,
+    /// Nodes where the lock was not ours (foreign data included).
+    pub no: usize,
+    /// Nodes that failed or did not answer in time.
+    pub errors: usize,
+    /// The last node error.
+    pub last_err: Option<redis::RedisError>,
+    /// Foreign data a node reported (it then changed nothing).
+    pub foreign: Option<Foreign>,
+}
+
+pub(crate) fn tally(results: Vec<NodeReply>) -> Tally {
+    let mut t = Tally::default();
     for r in results {
         match r {
-            Ok(Ok(true)) => yes += 1,
-            Ok(Ok(false)) => no += 1,
-            Ok(Err(e)) => {
-                errors += 1;
-                last = Some(e);
+            Ok(Ok(Ok(true))) => t.yes += 1,
+            Ok(Ok(Ok(false))) => t.no += 1,
+            Ok(Ok(Err(f))) => {
+                t.no += 1;
+                t.foreign = Some(f);
             }
-            Err(_) => errors += 1,
+            Ok(Err(e)) => {
+                t.errors += 1;
+                t.last_err = Some(e);
+            }
+            Err(_) => t.errors += 1,
         }
     }
-    (yes, no, last, errors)
+    t
 }
 
 impl RedisLease {
@@ -76,7 +96,13 @@ impl Lease for RedisLease {
                 .map(|n| tokio::time::timeout(t, n.extend(&self.keys, &self.token, ttl))),
         )
         .await;
-        let (yes, no, err, _) = tally(results);
+        let Tally {
+            yes,
+            no,
+            last_err,
+            foreign,
+            ..
+        } = tally(results);
         if yes >= self.quorum {
             let validity = if self.redlock {
                 ttl.saturating_sub(drift(ttl))
@@ -91,10 +117,13 @@ impl Lease for RedisLease {
             return Err(LockError::not_held(
                 &self.name,
                 &self.label,
-                "the key is gone or holds another token",
+                foreign.map_or_else(
+                    || "the key is gone or holds another token".to_owned(),
+                    |f| f.describe(&self.keys),
+                ),
             ));
         }
-        Err(self.unavailable("renewal", yes, err))
+        Err(self.unavailable("renewal", yes, last_err))
     }
 
     async fn release(&self) -> Result<(), LockError> {
@@ -105,9 +134,25 @@ impl Lease for RedisLease {
                 .map(|n| tokio::time::timeout(t, n.release(&self.keys, &self.token))),
         )
         .await;
-        let (yes, no, err, errors) = tally(results);
+        let Tally {
+            yes,
+            no,
+            errors,
+            last_err,
+            foreign,
+        } = tally(results);
         if yes >= self.quorum {
             Ok(())
+        } else if let Some(f) = foreign {
+            Err(LockError::backend(
+                &self.label,
+                Some(&self.name),
+                format!(
+                    "release refused: {}; the lock, if still ours, frees itself when its lease runs out",
+                    f.describe(&self.keys)
+                ),
+                None,
+            ))
         } else if errors == 0 || no > self.nodes.len() - self.quorum {
             Err(LockError::not_held(
                 &self.name,
@@ -115,8 +160,7 @@ impl Lease for RedisLease {
                 "the lease expired and the key was taken over or removed",
             ))
         } else {
-            let _ = no;
-            Err(self.unavailable("release", yes, err))
+            Err(self.unavailable("release", yes, last_err))
         }
     }
 }

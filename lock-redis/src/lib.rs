@@ -6,17 +6,20 @@
 //! fencing token in the same script. Release and extend are token-checked scripts (`EVALSHA`,
 //! with redis-rs's `NOSCRIPT` fallback); release also `PUBLISH`es the next waiter's token. The
 //! default prefix is empty, so a redis-py `Lock(name)` and distlock exclude each other on the
-//! same key (see `keys` for the full naming). Another application's non-string data at the key
-//! is reported as an error and never touched.
+//! same key. distlock's own keys beside it (`{key}\0fence`, `{key}\0queue`, `{key}\0qexp`)
+//! contain a NUL byte, which no name or prefix may, so no lock's key is ever another lock's
+//! counter or queue (see `keys` for the layout and the argument). Data of a type or shape
+//! distlock does not write, at any of these keys, is reported as an error naming the key and
+//! never touched.
 //!
 //! # Fencing tokens
-//! `max(counter + 1, server TIME in µs)`, kept in `{key}:fence`: strictly increasing per name,
+//! `max(counter + 1, server TIME in µs)`, kept in `{key}\0fence`: strictly increasing per name,
 //! and still increasing after a restart without persistence wiped the counter (as long as the
 //! server clock does not go backwards past the last token).
 //!
 //! # Waiting and fairness
 //! Waiters do not poll. Each client keeps ONE pub/sub connection per node; a release wakes the
-//! waiter at the head of a FIFO queue kept in Redis beside the lock (`{key}:queue`), and only
+//! waiter at the head of a FIFO queue kept in Redis beside the lock (`{key}\0queue`), and only
 //! the head may take a free lock while live waiters are queued — so a releasing client cannot
 //! barge ahead of waiters (try_acquire also yields to queued waiters). Waiters refresh their
 //! place every second (a departed waiter's place lapses after 3 s; a cancelled or timed-out

@@ -19,8 +19,56 @@ pub(crate) enum Attempt {
     /// Someone holds it (or waiters are ahead of us); the holder's lease has `pttl_ms` left
     /// (-1: no expiry, e.g. a redis-py lock without timeout).
     Held { pttl_ms: i64 },
-    /// The key holds another application's data of this Redis type.
-    Foreign(String),
+    /// One of the lock's keys holds data distlock did not write.
+    Foreign(Foreign),
+}
+
+/// Data distlock did not write, found at one of a lock's keys by a script (which then wrote
+/// nothing): reported, never touched.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Foreign {
+    /// Its Redis type (with a note when the type is right but the shape is not).
+    pub kind: String,
+    /// The key.
+    pub key: String,
+}
+
+impl Foreign {
+    /// What was found, where, and what to do about it (the key is quoted with escapes, so its
+    /// NUL shows as `\0`).
+    pub(crate) fn describe(&self, keys: &Keys) -> String {
+        format!(
+            "{} {:?} holds a Redis {} that distlock did not write (another application's data?); \
+             it was left untouched: remove it, or pick another name or prefix",
+            keys.role(&self.key),
+            self.key,
+            self.kind
+        )
+    }
+}
+
+/// `{-1, type, key}`, the scripts' report of foreign data.
+fn foreign_in(reply: &Value) -> Option<Foreign> {
+    let Value::Array(items) = reply else {
+        return None;
+    };
+    if items.first().map(int) != Some(-1) {
+        return None;
+    }
+    let text = |v: Option<&Value>| match v {
+        Some(Value::BulkString(b)) => String::from_utf8_lossy(b).into_owned(),
+        Some(Value::SimpleString(s)) => s.clone(),
+        _ => "unknown".to_owned(),
+    };
+    Some(Foreign {
+        kind: text(items.get(1)),
+        key: text(items.get(2)),
+    })
+}
+
+/// A script's answer as a flag (1 = done), or the foreign data it found.
+fn flag(reply: &Value) -> Result<bool, Foreign> {
+    foreign_in(reply).map_or_else(|| Ok(int(reply) == 1), Err)
 }
 
 /// One server: a reconnecting multiplexed connection plus the client to open pub/sub with.
@@ -102,7 +150,7 @@ impl Node {
         floor: Option<u64>,
     ) -> RedisResult<Attempt> {
         let mut c = self.conn.clone();
-        let reply: Vec<Value> = ACQUIRE
+        let reply: Value = ACQUIRE
             .key(&keys.lock)
             .key(&keys.fence)
             .key(&keys.queue)
@@ -115,22 +163,29 @@ impl Node {
             .arg(floor.map(|f| f.to_string()).unwrap_or_default())
             .invoke_async(&mut c)
             .await?;
-        Ok(match reply.first().map(int) {
-            Some(1) => Attempt::Acquired(reply.get(1).map(int).unwrap_or(0).max(0) as u64),
-            Some(-1) => Attempt::Foreign(match reply.get(1) {
-                Some(Value::BulkString(b)) => String::from_utf8_lossy(b).into_owned(),
-                Some(Value::SimpleString(s)) => s.clone(),
-                _ => "unknown".to_owned(),
-            }),
+        if let Some(f) = foreign_in(&reply) {
+            return Ok(Attempt::Foreign(f));
+        }
+        let items = match reply {
+            Value::Array(items) => items,
+            _ => Vec::new(),
+        };
+        Ok(match items.first().map(int) {
+            Some(1) => Attempt::Acquired(items.get(1).map(int).unwrap_or(0).max(0) as u64),
             _ => Attempt::Held {
-                pttl_ms: reply.get(1).map(int).unwrap_or(-2),
+                pttl_ms: items.get(1).map(int).unwrap_or(-2),
             },
         })
     }
 
-    pub(crate) async fn release(&self, keys: &Keys, token: &str) -> RedisResult<bool> {
+    /// Releases our lock: `Ok(true)` released, `Ok(false)` not ours.
+    pub(crate) async fn release(
+        &self,
+        keys: &Keys,
+        token: &str,
+    ) -> RedisResult<Result<bool, Foreign>> {
         let mut c = self.conn.clone();
-        let n: i64 = RELEASE
+        let reply: Value = RELEASE
             .key(&keys.lock)
             .key(&keys.queue)
             .key(&keys.qexp)
@@ -138,28 +193,31 @@ impl Node {
             .arg(&keys.channel)
             .invoke_async(&mut c)
             .await?;
-        Ok(n == 1)
+        Ok(flag(&reply))
     }
 
+    /// Extends our lease: `Ok(true)` extended, `Ok(false)` not ours.
     pub(crate) async fn extend(
         &self,
         keys: &Keys,
         token: &str,
         ttl: Duration,
-    ) -> RedisResult<bool> {
+    ) -> RedisResult<Result<bool, Foreign>> {
         let mut c = self.conn.clone();
-        let n: i64 = EXTEND
+        let reply: Value = EXTEND
             .key(&keys.lock)
             .arg(token)
             .arg(ms(ttl))
             .invoke_async(&mut c)
             .await?;
-        Ok(n == 1)
+        Ok(flag(&reply))
     }
 
+    /// Leaves the waiter queue (foreign data there is left alone: nothing to report to a
+    /// waiter that is going away).
     pub(crate) async fn leave(&self, keys: &Keys, token: &str) -> RedisResult<()> {
         let mut c = self.conn.clone();
-        let _: i64 = LEAVE
+        let _: Value = LEAVE
             .key(&keys.lock)
             .key(&keys.queue)
             .key(&keys.qexp)
@@ -170,9 +228,15 @@ impl Node {
         Ok(())
     }
 
-    pub(crate) async fn writeback(&self, keys: &Keys, fence: u64, owner: &str) -> RedisResult<()> {
+    /// Raises the counter to `fence` and leaves the queue: the counter after the write.
+    pub(crate) async fn writeback(
+        &self,
+        keys: &Keys,
+        fence: u64,
+        owner: &str,
+    ) -> RedisResult<Result<u64, Foreign>> {
         let mut c = self.conn.clone();
-        let _: i64 = FENCE_WRITEBACK
+        let reply: Value = FENCE_WRITEBACK
             .key(&keys.fence)
             .key(&keys.queue)
             .key(&keys.qexp)
@@ -180,7 +244,13 @@ impl Node {
             .arg(owner)
             .invoke_async(&mut c)
             .await?;
-        Ok(())
+        if let Some(f) = foreign_in(&reply) {
+            return Ok(Err(f));
+        }
+        Ok(Ok(match &reply {
+            Value::Array(items) => items.get(1).map(int).unwrap_or(0).max(0) as u64,
+            _ => 0,
+        }))
     }
 
     /// Holder's (token, pttl) and the fencing counter, for `inspect`.

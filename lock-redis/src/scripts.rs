@@ -1,16 +1,24 @@
 //! The Lua scripts, loaded at connect and run by `EVALSHA` (redis-rs falls back to
 //! `SCRIPT LOAD` + `EVALSHA` on `NOSCRIPT`, e.g. after `SCRIPT FLUSH` or a restart). Each `.lua`
-//! file states the invariant it keeps.
+//! file states the invariant it keeps; `prelude.lua` (the type and shape checks every script
+//! makes before it writes) is prepended to each.
 
 use std::sync::LazyLock;
 
 use redis::Script;
 
-const ACQUIRE_LUA: &str = include_str!("lua/acquire.lua");
-const RELEASE_LUA: &str = include_str!("lua/release.lua");
-const EXTEND_LUA: &str = include_str!("lua/extend.lua");
-const LEAVE_LUA: &str = include_str!("lua/leave.lua");
-const FENCE_WRITEBACK_LUA: &str = include_str!("lua/fence_writeback.lua");
+/// A script's source with `prelude.lua` in front of it.
+macro_rules! with_prelude {
+    ($file:literal) => {
+        concat!(include_str!("lua/prelude.lua"), include_str!($file))
+    };
+}
+
+const ACQUIRE_LUA: &str = with_prelude!("lua/acquire.lua");
+const RELEASE_LUA: &str = with_prelude!("lua/release.lua");
+const EXTEND_LUA: &str = with_prelude!("lua/extend.lua");
+const LEAVE_LUA: &str = with_prelude!("lua/leave.lua");
+const FENCE_WRITEBACK_LUA: &str = with_prelude!("lua/fence_writeback.lua");
 
 /// Take the lock (fair queue, fencing token) in one round trip.
 pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(ACQUIRE_LUA));

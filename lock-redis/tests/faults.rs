@@ -16,10 +16,6 @@ use tokio::time::Instant;
 /// The tests below stop masters: run them one at a time.
 static SERIAL: Mutex<()> = Mutex::const_new(());
 
-fn unique(what: &str) -> String {
-    format!("redis-{what}-{}", &lock_core::owner_token()[..10])
-}
-
 fn opts(ttl_ms: u64) -> AcquireOptions {
     AcquireOptions::new()
         .ttl(Duration::from_millis(ttl_ms))

@@ -1,17 +1,26 @@
 -- Take the lock if it is free and no live waiter is queued ahead of us; in 'wait' mode, join
 -- (or refresh our place in) the FIFO queue when we do not get it.
--- Invariants: the lock key is only ever SET when it does not exist (as SET NX would); a fencing
--- token is max(counter + 1, floor), the floor being the server time in µs (or, for Redlock, the
--- client's), so tokens strictly increase per name even after a restart without persistence
--- wiped the counter; another application's non-string value at
--- the key is reported, never touched.
+-- Invariants: the lock key is only ever SET when it does not exist (as SET NX would); a
+-- fencing token is max(counter + 1, floor), the floor being the server time in µs (or, for
+-- Redlock, the client's), so tokens strictly increase per name even after a restart without
+-- persistence wiped the counter; data of a type or shape distlock does not
+-- write, at any of the four keys, is reported and never touched (see prelude.lua).
 -- KEYS: 1 lock, 2 fencing counter, 3 queue (token -> arrival µs), 4 queue expiry (token -> ms)
 -- ARGV: 1 token, 2 ttl ms, 3 'try' | 'wait', 4 waiter ttl ms, 5 queue score ('' = server time
 -- in µs; Redlock passes the waiter's own arrival time so every master orders its queue alike),
 -- 6 token floor ('' = server time in µs; Redlock passes one client time per round so masters
 -- with equal counters grant equal tokens and the token write-back round can be skipped)
--- Returns {1, token} when acquired, {0, pttl ms, queue position} when not, {-1, type} when the
--- key holds something that is not a lock.
+-- Returns {1, token} when acquired, {0, pttl ms, queue position} when not, {-1, type, key}
+-- for foreign data.
+local bad = foreign_lock_or_queue(KEYS[1], KEYS[3], KEYS[4])
+if bad then
+  return bad
+end
+local counter
+counter, bad = counter_at(KEYS[2])
+if bad then
+  return bad
+end
 local t = redis.call('TIME')
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local now_ms = math.floor(now_us / 1000)
@@ -20,24 +29,23 @@ for _, w in ipairs(stale) do
   redis.call('ZREM', KEYS[3], w)
   redis.call('ZREM', KEYS[4], w)
 end
-local kind = redis.call('TYPE', KEYS[1])['ok']
-if kind ~= 'none' and kind ~= 'string' then
-  return {-1, kind}
-end
-local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
-if kind == 'none' and (head == nil or head == ARGV[1]) then
+local function grant()
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  local counter = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
   local fence = math.max(counter + 1, tonumber(ARGV[6]) or now_us)
   redis.call('SET', KEYS[2], string.format('%d', fence))
   -- A single instance leaves its queue now; a Redlock waiter keeps its place until the quorum
   -- is won (its token write-back leaves every queue), so undoing a split round does not send it
   -- to the back of the line.
-  if head ~= nil and ARGV[5] == '' then
+  if ARGV[5] == '' then
     redis.call('ZREM', KEYS[3], ARGV[1])
     redis.call('ZREM', KEYS[4], ARGV[1])
   end
-  return {1, fence}
+  return {1, string.format('%d', fence)}
+end
+local holder = redis.call('GET', KEYS[1])
+local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
+if not holder and (head == nil or head == ARGV[1]) then
+  return grant()
 end
 if ARGV[3] == 'wait' then
   redis.call('ZADD', KEYS[3], 'NX', tonumber(ARGV[5]) or now_us, ARGV[1])

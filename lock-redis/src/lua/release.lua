@@ -1,8 +1,13 @@
 -- Release only our own lock, then wake the next queued waiter.
--- Invariant: a key that does not hold our token (expired and re-taken, a redis-py holder,
--- another application's data) is never deleted; GET on a non-string fails the script instead.
+-- Invariant: a key that does not hold our token (expired and re-taken, a redis-py holder) is
+-- never deleted; foreign data at the lock or queue keys is reported before anything is written
+-- (prelude.lua) — the lock, if still ours, then frees itself when its lease runs out.
 -- KEYS: 1 lock, 2 queue, 3 queue expiry; ARGV: 1 token, 2 release channel
--- Returns 1 when released, 0 when the lock was not ours.
+-- Returns 1 when released, 0 when the lock was not ours, {-1, type, key} for foreign data.
+local bad = foreign_lock_or_queue(KEYS[1], KEYS[2], KEYS[3])
+if bad then
+  return bad
+end
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return 0
 end

@@ -33,6 +33,23 @@ pub fn ports(url: &str) -> Vec<u16> {
         .collect()
 }
 
+/// A fresh lock name for one test.
+pub fn unique(what: &str) -> String {
+    format!("redis-{what}-{}", &lock_core::owner_token()[..10])
+}
+
+/// distlock's own key `what` (`fence`, `queue`, `qexp`) beside the lock key `lock`, as
+/// `src/keys.rs` lays it out.
+pub fn aux_key(lock: &str, what: &str) -> String {
+    format!("{{{lock}}}\0{what}")
+}
+
+/// Runs one raw command on the server at `port`.
+pub async fn run<T: redis::FromRedisValue>(port: u16, cmd: &mut redis::Cmd) -> T {
+    let mut c = raw(port).await;
+    cmd.query_async(&mut c).await.unwrap()
+}
+
 pub async fn connect_or_explain(url: &str) -> Arc<dyn DistributedLock> {
     match lock_redis::connect(url).await {
         Ok(l) => l,
@@ -112,7 +129,7 @@ impl Harness for RedisHarness {
                 .await
                 .unwrap();
             let queued: i64 = redis::cmd("ZCARD")
-                .arg(format!("{{{name}}}:queue"))
+                .arg(aux_key(name, "queue"))
                 .query_async(&mut c)
                 .await
                 .unwrap();

@@ -1,0 +1,38 @@
+-- Prepended to every other script (see scripts.rs). Invariant: distlock writes only keys whose
+-- type and shape are its own; anything else is reported as {-1, type, key} before the script
+-- writes anything, and left untouched.
+-- The lock key is a string (our token, or another client's such as redis-py's), the fencing
+-- counter a string holding a decimal integer below 2^53 (exact in Lua's numbers), the queue
+-- and queue-expiry keys sorted sets.
+
+-- {-1, type, key} when `key` exists with a type other than `want`, else nil.
+local function foreign(key, want)
+  local kind = redis.call('TYPE', key)['ok']
+  if kind ~= 'none' and kind ~= want then
+    return {-1, kind, key}
+  end
+  return nil
+end
+
+-- The fencing counter at `key` (0 when absent), or nil and the {-1, …} report when the key is
+-- not a counter distlock could have written.
+local function counter_at(key)
+  local bad = foreign(key, 'string')
+  if bad then
+    return nil, bad
+  end
+  local v = redis.call('GET', key)
+  if not v then
+    return 0
+  end
+  if not string.match(v, '^%d+$') or #v > 16 or tonumber(v) >= 9007199254740992 then
+    return nil, {-1, 'string (not a fencing counter)', key}
+  end
+  return tonumber(v)
+end
+
+-- The first foreign report among the lock key and the two queue keys, or nil.
+local function foreign_lock_or_queue(lock, queue, qexp)
+  return foreign(lock, 'string') or foreign(queue, 'zset') or foreign(qexp, 'zset')
+end
+
