@@ -1,9 +1,11 @@
--- Take the lock if it is free and no live waiter is queued ahead of us; in 'wait' mode, join
--- (or refresh our place in) the FIFO queue when we do not get it.
--- Invariants: the lock key is only ever SET when it does not exist (as SET NX would); a
--- fencing token is max(counter + 1, floor), the floor being the server time in µs (or, for
--- Redlock, the client's), so tokens strictly increase per name even after a restart without
--- persistence wiped the counter; data of a type or shape distlock does not
+-- Take the lock if it is free and no live waiter is queued ahead of us, or if it already holds
+-- our own token (an earlier round's undo that never arrived, or a reply that came too late to
+-- use: nobody else can hold it here, so it counts as granted); in 'wait' mode, join (or
+-- refresh our place in) the FIFO queue when we do not get it.
+-- Invariants: the lock key is only ever SET when it does not exist (as SET NX would) or already
+-- holds our token; a fencing token is max(counter + 1, floor), the floor being the server time
+-- in µs (or, for Redlock, the client's), so tokens strictly increase per name even after a
+-- restart without persistence wiped the counter; data of a type or shape distlock does not
 -- write, at any of the four keys, is reported and never touched (see prelude.lua).
 -- KEYS: 1 lock, 2 fencing counter, 3 queue (token -> arrival µs), 4 queue expiry (token -> ms)
 -- ARGV: 1 token, 2 ttl ms, 3 'try' | 'wait', 4 waiter ttl ms, 5 queue score ('' = server time
@@ -43,6 +45,10 @@ local function grant()
   return {1, string.format('%d', fence)}
 end
 local holder = redis.call('GET', KEYS[1])
+if holder == ARGV[1] then
+  -- Ours already: refresh the lease and draw a new token by the same rule.
+  return grant()
+end
 local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
 if not holder and (head == nil or head == ARGV[1]) then
   return grant()
