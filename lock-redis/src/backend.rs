@@ -18,6 +18,7 @@ use crate::error::map;
 use crate::keys::Keys;
 use crate::lease::{drift, RedisLease};
 use crate::node::{Attempt, Node};
+use crate::redlock::{write_back, Fence};
 use crate::subscriber::{Subscriber, Waiting};
 
 /// A queued waiter re-checks (and refreshes its place) at least this often, even without a
@@ -156,7 +157,8 @@ impl RedisLock {
     ) -> Result<Round, LockError> {
         let started = Instant::now();
         let t = self.per_node_timeout(ttl);
-        // Redlock: one token floor for the whole round (see the write-back below).
+        // Redlock: one token floor for the whole round, so masters whose counters agree grant
+        // the same token (the fast path in redlock.rs).
         let floor = self.redlock().then(|| self.now_us());
         let results = join_all(self.nodes.iter().map(|n| {
             tokio::time::timeout(
@@ -165,15 +167,19 @@ impl RedisLock {
             )
         }))
         .await;
-        let (mut tokens, mut pttl, mut errors, mut last_err) = (Vec::new(), i64::MAX, 0usize, None);
-        let mut foreign = None;
-        for r in results {
+        // Per node: the token it drew if it granted; the counters of those that did not.
+        let (mut granted, mut counters) = (vec![None; self.nodes.len()], Vec::new());
+        let (mut pttl, mut errors, mut last_err, mut foreign) = (i64::MAX, 0usize, None, None);
+        for (i, r) in results.into_iter().enumerate() {
             match r {
-                Ok(Ok(Attempt::Acquired(f))) => tokens.push(f),
+                Ok(Ok(Attempt::Acquired(f))) => granted[i] = Some(f),
                 // The shortest remaining lease among the masters that have one (a master
                 // without the key, or one that never expires it, says nothing about when the
                 // holder's quorum runs out).
-                Ok(Ok(Attempt::Held { pttl_ms })) => pttl = shortest_pttl(pttl, pttl_ms),
+                Ok(Ok(Attempt::Held { pttl_ms, counter })) => {
+                    pttl = shortest_pttl(pttl, pttl_ms);
+                    counters.push(counter);
+                }
                 Ok(Ok(Attempt::Foreign(f))) => foreign = Some(f),
                 Ok(Err(e)) => {
                     errors += 1;
@@ -182,10 +188,11 @@ impl RedisLock {
                 Err(_) => errors += 1,
             }
         }
+        let grants = granted.iter().flatten().count();
         if let Some(f) = foreign {
             // Another application's data at one of the lock's keys: no lock here. Whatever
             // other masters granted is undone before the error is returned.
-            if !tokens.is_empty() {
+            if grants > 0 {
                 self.undo(keys, token, t).await;
             }
             return Err(LockError::backend(
@@ -208,8 +215,8 @@ impl RedisLock {
                     None,
                 ));
             }
-            return Ok(match tokens.first() {
-                Some(&token) => Round::Acquired {
+            return Ok(match granted.first().copied().flatten() {
+                Some(token) => Round::Acquired {
                     token,
                     validity: ttl,
                 },
@@ -219,43 +226,19 @@ impl RedisLock {
                 },
             });
         }
-        // Redlock: quorum, validity = ttl − elapsed − drift, fencing token = max over the quorum
-        // written back to a quorum before the lock counts as held.
-        let validity = ttl
-            .saturating_sub(started.elapsed())
-            .saturating_sub(drift(ttl));
-        if tokens.len() >= quorum && !validity.is_zero() {
-            let fence = tokens.iter().copied().max().unwrap_or(0);
-            // A quorum already stores `fence` as its counter (their counters were equal, so the
-            // shared floor gave them all the same token): nothing must be written back before
-            // the lock counts as held — any later quorum overlaps this one. The write-back still
-            // runs, off the critical path, to leave our queue entries on every master (the
-            // release script leaves them too, whichever comes first).
-            if tokens.iter().filter(|&&f| f == fence).count() >= quorum {
-                let (nodes, keys, owner) = (self.nodes.clone(), keys.clone(), token.to_owned());
-                tokio::spawn(async move {
-                    for n in &nodes {
-                        let _ = tokio::time::timeout(t, n.writeback(&keys, fence, &owner)).await;
-                    }
-                });
+        // Redlock: quorum, validity = ttl − elapsed − drift, and the fencing token above every
+        // counter heard of, stored on a quorum before the lock counts as held (see redlock.rs).
+        let valid = || {
+            !ttl.saturating_sub(started.elapsed())
+                .saturating_sub(drift(ttl))
+                .is_zero()
+        };
+        if grants >= quorum && valid() {
+            let fence = Fence::settle(&granted, &counters);
+            let stored = write_back(&self.nodes, keys, token, &fence, quorum, t).await;
+            if stored >= quorum && valid() {
                 return Ok(Round::Acquired {
-                    token: fence,
-                    validity: ttl.saturating_sub(drift(ttl)),
-                });
-            }
-            let wb = join_all(
-                self.nodes
-                    .iter()
-                    .map(|n| tokio::time::timeout(t, n.writeback(keys, fence, token))),
-            )
-            .await;
-            let written = wb.iter().filter(|r| matches!(r, Ok(Ok(Ok(_))))).count();
-            let validity = ttl
-                .saturating_sub(started.elapsed())
-                .saturating_sub(drift(ttl));
-            if written >= quorum && !validity.is_zero() {
-                return Ok(Round::Acquired {
-                    token: fence,
+                    token: fence.token,
                     validity: ttl.saturating_sub(drift(ttl)),
                 });
             }
@@ -276,7 +259,7 @@ impl RedisLock {
         }
         Ok(Round::Held {
             pttl_ms: if pttl == i64::MAX { 0 } else { pttl },
-            partial: !tokens.is_empty(),
+            partial: grants > 0,
         })
     }
 

@@ -31,12 +31,13 @@
 //! the lease (capped by `timeout`); a failed round is undone on every node; release goes to every
 //! node; renewal needs a quorum within the validity or the guard is lost.
 //!
-//! Fencing: each master draws `max(counter + 1, floor)`, with one client-clock floor per round,
-//! so masters whose counters agree grant the same token. The lock counts as held once a quorum
-//! granted the maximum token `t` itself (then a quorum already stores `t`, and any later quorum
-//! overlaps it); otherwise `t` is first written back to a quorum (`SET counter max(counter, t)`).
-//! Either way a later holder's token is strictly greater; the client clock only keeps tokens
-//! high after a majority of masters lost their counters.
+//! Fencing (`redlock.rs`): each granting master draws `max(counter + 1, floor)`, with one
+//! client-clock floor per round, and each master that does not grant reports its counter; the
+//! token `t` is above all of them. The lock counts as held once a quorum stores a counter ≥ `t`:
+//! at once when a quorum granted `t` itself (their counters agreed), otherwise after `t` is
+//! written back (`SET counter max(counter, t)`) to enough masters. A later holder's token is
+//! strictly greater as long as a master where the two rounds overlap kept its counter; the
+//! client clock only keeps tokens rising beyond that (see `redlock.rs` for the exact terms).
 //!
 //! Waiting: Redlock waiters queue too. Every master orders its queue by the waiter's own arrival
 //! time (the same score everywhere), so the same waiter heads every queue and wins a quorum; a
@@ -58,6 +59,7 @@ mod error;
 mod keys;
 mod lease;
 mod node;
+mod redlock;
 mod scripts;
 mod subscriber;
 

@@ -17,8 +17,9 @@ pub(crate) enum Attempt {
     /// We hold it now, with this node's fencing token.
     Acquired(u64),
     /// Someone holds it (or waiters are ahead of us); the holder's lease has `pttl_ms` left
-    /// (-1: no expiry, e.g. a redis-py lock without timeout).
-    Held { pttl_ms: i64 },
+    /// (-1: no expiry, e.g. a redis-py lock without timeout); this node's fencing counter is
+    /// `counter` (Redlock draws its token above it).
+    Held { pttl_ms: i64, counter: u64 },
     /// One of the lock's keys holds data distlock did not write.
     Foreign(Foreign),
 }
@@ -174,6 +175,7 @@ impl Node {
             Some(1) => Attempt::Acquired(items.get(1).map(int).unwrap_or(0).max(0) as u64),
             _ => Attempt::Held {
                 pttl_ms: items.get(1).map(int).unwrap_or(-2),
+                counter: items.get(3).map(int).unwrap_or(0).max(0) as u64,
             },
         })
     }

@@ -1,5 +1,6 @@
-//! Acquisition rounds on real servers: a retry that finds its own key left by an undo that did
-//! not arrive counts it as granted.
+//! Redlock rounds on real servers: a retry that finds its own key left by an undo that did not
+//! arrive counts it as granted, and fencing tokens keep rising when a master lost its counter
+//! and a client's clock runs behind.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
@@ -7,6 +8,7 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
+use lock_core::fault::FaultProxy;
 use lock_core::{AcquireOptions, DistributedLock};
 use lock_redis::{RedisConfig, RedisLock};
 use support::*;
@@ -106,4 +108,74 @@ async fn a_redlock_round_that_finds_its_own_keys_counts_them_as_granted() {
         );
         run::<i64>(p, redis::cmd("DEL").arg(&name)).await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn redlock_tokens_rise_after_a_master_lost_its_counter_with_a_client_clock_behind() {
+    let url = redlock_url();
+    let masters = ports(&url);
+    let name = unique("skew");
+    let fence = aux_key(&name, "fence");
+    // Client A reaches masters 1–3 only (4 and 5 are cut off while it holds): its token is
+    // stored on exactly a quorum.
+    let mut proxies = Vec::new();
+    for &p in &masters {
+        proxies.push(FaultProxy::start(([127, 0, 0, 1], p).into()).await.unwrap());
+    }
+    let hosts: Vec<String> = proxies
+        .iter()
+        .map(|p| format!("127.0.0.1:{}", p.addr().port()))
+        .collect();
+    let a = client(
+        &format!("redlock://{}?timeout=500ms", hosts.join(",")),
+        |_| {},
+    )
+    .await;
+    proxies[3].kill();
+    proxies[4].kill();
+    let ga = a.acquire(&name, &opts()).await.unwrap();
+    let first = ga.fencing_token();
+    ga.release().await.unwrap();
+    drop(proxies);
+    // Master 1 restarts without persistence (its counter is gone), and another contender
+    // holds masters 2 and 3 right now.
+    run::<i64>(masters[0], redis::cmd("DEL").arg(&fence)).await;
+    for &p in &masters[1..3] {
+        set_px(p, &name, "contender").await;
+    }
+    // Client B's clock runs an hour behind: its floor says nothing. Masters 1, 4 and 5 grant
+    // it the lock; only the held masters 2 and 3 remember A's token.
+    let b = client(&url, |c| {
+        c.test_hooks.clock_behind = Duration::from_secs(3600)
+    })
+    .await;
+    let gb = b
+        .try_acquire(&name, &opts())
+        .await
+        .unwrap()
+        .expect("B gets masters 1, 4 and 5");
+    let second = gb.fencing_token();
+    assert!(
+        second > first,
+        "a later holder got a lower token: {second} after {first}"
+    );
+    // The token is stored on a quorum before the lock counts as held.
+    let mut stored = 0;
+    for &p in &masters {
+        let c: Option<u64> = run(p, redis::cmd("GET").arg(&fence)).await;
+        stored += usize::from(c.is_some_and(|c| c >= second));
+    }
+    assert!(
+        stored >= 3,
+        "token {second} stored on only {stored} masters"
+    );
+    gb.release().await.unwrap();
+    for &p in &masters[1..3] {
+        run::<i64>(p, redis::cmd("DEL").arg(&name)).await;
+    }
+    // And the next holder (an on-time clock) is above both.
+    let c = connect_or_explain(&url).await;
+    let gc = c.acquire(&name, &opts()).await.unwrap();
+    assert!(gc.fencing_token() > second);
+    gc.release().await.unwrap();
 }

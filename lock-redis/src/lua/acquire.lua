@@ -12,8 +12,9 @@
 -- in µs; Redlock passes the waiter's own arrival time so every master orders its queue alike),
 -- 6 token floor ('' = server time in µs; Redlock passes one client time per round so masters
 -- with equal counters grant equal tokens and the token write-back round can be skipped)
--- Returns {1, token} when acquired, {0, pttl ms, queue position} when not, {-1, type, key}
--- for foreign data.
+-- Returns {1, token} when acquired, {0, pttl ms, queue position, counter} when not (Redlock
+-- takes its token above every counter it hears of, granting or not), {-1, type, key} for
+-- foreign data.
 local bad = foreign_lock_or_queue(KEYS[1], KEYS[3], KEYS[4])
 if bad then
   return bad
@@ -61,4 +62,4 @@ if ARGV[3] == 'wait' then
   redis.call('PEXPIRE', KEYS[4], tonumber(ARGV[4]) * 2)
 end
 local rank = redis.call('ZRANK', KEYS[3], ARGV[1]) or -1
-return {0, redis.call('PTTL', KEYS[1]), rank}
+return {0, redis.call('PTTL', KEYS[1]), rank, string.format('%d', counter)}
