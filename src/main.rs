@@ -4,8 +4,14 @@ mod cli;
 
 use clap::Parser;
 
-#[tokio::main]
-async fn main() {
+fn main() {
+    // `exec`'s watchdog: distlock started again by `exec` (see `cli::exec`); no runtime.
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == cli::exec::WATCHDOG_ARG)
+    {
+        std::process::exit(cli::exec::watchdog());
+    }
     let parsed = match cli::Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
@@ -14,26 +20,41 @@ async fn main() {
             std::process::exit(code);
         }
     };
-    let code = match parsed.cmd {
-        cli::Cmd::Exec {
-            url,
-            name,
-            wait,
-            ttl,
-            kill_after,
-            command,
-        } => {
-            cli::exec::run(cli::exec::ExecArgs {
+    // One thread, this one: `exec` forks CMD from here, and Linux sends CMD its parent-death
+    // signal when the *thread* that forked it exits, so that thread must live as long as the
+    // process.
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("distlock: cannot start the async runtime: {e}");
+            std::process::exit(cli::exit::OS_ERROR);
+        }
+    };
+    let code = runtime.block_on(async move {
+        match parsed.cmd {
+            cli::Cmd::Exec {
                 url,
                 name,
                 wait,
                 ttl,
                 kill_after,
                 command,
-            })
-            .await
+            } => {
+                cli::exec::run(cli::exec::ExecArgs {
+                    url,
+                    name,
+                    wait,
+                    ttl,
+                    kill_after,
+                    command,
+                })
+                .await
+            }
+            cli::Cmd::Inspect { url, name, json } => cli::inspect::run(&url, &name, json).await,
         }
-        cli::Cmd::Inspect { url, name, json } => cli::inspect::run(&url, &name, json).await,
-    };
+    });
     std::process::exit(code);
 }

@@ -263,7 +263,7 @@ fn inspect_reports_the_holder_as_json() {
 fn help_documents_every_exit_code() {
     let out = bin().args(["exec", "--help"]).output().unwrap();
     let help = String::from_utf8_lossy(&out.stdout);
-    for code in ["64", "69", "70", "75", "127"] {
+    for code in ["64", "69", "70", "71", "75", "127", "128+N"] {
         assert!(help.contains(code), "--help lacks exit code {code}");
     }
 }

@@ -6,8 +6,12 @@ use distlock::LockError;
 pub const USAGE: i32 = 64;
 /// The store is unreachable.
 pub const UNAVAILABLE: i32 = 69;
-/// The lock was lost while the command ran (the command was terminated).
+/// The lock was lost while the command ran (the command's process group was terminated), or
+/// the release at the end found it no longer held: the run was not protected to its end.
 pub const LOST: i32 = 70;
+/// `distlock` could not set up the command's protection (signal handlers, the watchdog); the
+/// command did not run.
+pub const OS_ERROR: i32 = 71;
 /// The lock was not acquired within `--wait`.
 pub const TIMEOUT: i32 = 75;
 /// The command could not be started (not found / not executable).
@@ -26,9 +30,14 @@ pub fn for_error(e: &LockError) -> i32 {
 
 /// The text `--help` shows.
 pub const HELP: &str = "Exit codes:
-  CMD's own status   the command ran under the lock (128+N if it died of signal N)
+  CMD's own status   CMD ran under the lock to its end (128+N if it died of signal N), also
+                     after distlock forwarded a signal to it
   64                 usage or configuration error (bad URL, parameter, name or duration)
   69                 the lock store is unreachable
-  70                 the lock was lost while CMD ran; CMD got SIGTERM (SIGKILL after --kill-after)
+  70                 the lock was lost while CMD ran (CMD's process group got SIGTERM, SIGKILL
+                     after --kill-after), or the release at the end found it no longer held;
+                     even when CMD exited 0
+  71                 distlock could not set up CMD's protection (signal handlers, watchdog)
   75                 the lock was not acquired within --wait
-  127                CMD could not be started";
+  127                CMD could not be started
+  128+N              distlock got signal N before CMD started and gave up (nothing left held)";

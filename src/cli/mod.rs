@@ -16,6 +16,7 @@ fn dur(s: &str) -> Result<Duration, String> {
 #[derive(Parser, Debug)]
 #[command(name = "distlock", version, after_help = exit::HELP)]
 pub struct Cli {
+    /// The sub-command to run.
     #[command(subcommand)]
     pub cmd: Cmd,
 }
@@ -24,7 +25,9 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Cmd {
     /// Run CMD while holding the lock NAME (like flock(1), across machines). CMD sees
-    /// DISTLOCK_FENCING_TOKEN and DISTLOCK_NAME.
+    /// DISTLOCK_FENCING_TOKEN and DISTLOCK_NAME and runs in its own process group:
+    /// SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1 and SIGUSR2 are forwarded to the whole group,
+    /// and the group is terminated when the lock is lost or distlock dies.
     #[command(after_help = exit::HELP)]
     Exec {
         /// Lock URL (e.g. sqlite://./distlock.db, redis://host:6379, postgres://…).
@@ -39,7 +42,8 @@ pub enum Cmd {
         /// Lease length, renewed while CMD runs (default 30s).
         #[arg(long, value_parser = dur)]
         ttl: Option<Duration>,
-        /// After SIGTERM on a lost lock, SIGKILL CMD after this long.
+        /// After SIGTERM to CMD's process group (lock lost, or processes CMD left behind),
+        /// SIGKILL what is left after this long.
         #[arg(long, value_parser = dur, default_value = "10s")]
         kill_after: Duration,
         /// The command and its arguments.
