@@ -47,6 +47,15 @@ impl History {
         }
     }
 
+    /// Records that hold `i` ended at `at` (a frozen holder's own lease deadline, say).
+    pub fn ended_at(&self, i: usize, at: Instant, lost: bool) {
+        let mut h = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(hold) = h.get_mut(i) {
+            hold.ended_at.get_or_insert(at);
+            hold.lost |= lost;
+        }
+    }
+
     /// All holds so far.
     pub fn holds(&self) -> Vec<Hold> {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()

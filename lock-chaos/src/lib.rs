@@ -4,10 +4,12 @@
 //!
 //! `scripts/chaos.sh` runs every scenario on every backend and writes
 //! `target/chaos-report/report.md`; `tests/short.rs` runs a short version in `scripts/test.sh`.
+//! [`nemesis`] draws faults at random times from a seed (`scripts/chaos.sh --random`).
 
 pub mod backends;
 pub mod fenced;
 pub mod history;
+pub mod nemesis;
 pub mod report;
 pub mod scenarios;
 pub mod store_faults;

@@ -1,7 +1,7 @@
 //! `lock-chaos`: runs the fault scenarios and writes `target/chaos-report/report.md`.
 
 use clap::{Parser, Subcommand};
-use lock_chaos::{backends, report, scenarios, store_faults};
+use lock_chaos::{backends, nemesis, report, scenarios, store_faults};
 
 #[derive(Parser)]
 #[command(about = "distlock fault scenarios")]
@@ -18,6 +18,15 @@ struct Args {
     /// How often to repeat the partition and server-kill scenarios (for lost() percentiles).
     #[arg(long, default_value_t = 3)]
     repeat: u32,
+    /// Instead of the scripted scenarios: a random fault schedule (nemesis) per backend.
+    #[arg(long)]
+    random: bool,
+    /// The nemesis seed (default: random, printed).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Minutes of nemesis per backend.
+    #[arg(long, default_value_t = 1.0)]
+    minutes: f64,
     #[command(subcommand)]
     cmd: Option<Cmd>,
 }
@@ -61,6 +70,9 @@ async fn main() {
         .into_iter()
         .filter(|t| args.backends.is_empty() || args.backends.iter().any(|b| b == t.label))
         .collect();
+    if args.random {
+        std::process::exit(random_runs(&args, &targets).await);
+    }
     let (mut rows, mut failures) = (Vec::new(), Vec::new());
     for t in &targets {
         eprintln!("chaos: {}", t.label);
@@ -145,6 +157,42 @@ async fn main() {
     if !v.is_empty() || !failures.is_empty() {
         std::process::exit(1);
     }
+}
+
+/// The nemesis on every chosen backend; writes `random-<seed>.md`; the exit code.
+async fn random_runs(args: &Args, targets: &[backends::Target]) -> i32 {
+    let seed = args.seed.unwrap_or_else(rand::random);
+    let minutes = if args.minutes.is_finite() && args.minutes > 0.0 {
+        args.minutes.min(24.0 * 60.0)
+    } else {
+        eprintln!("--minutes must be a positive number");
+        return 64;
+    };
+    let duration = std::time::Duration::from_secs_f64(minutes * 60.0);
+    let mut md = String::new();
+    let mut bad = 0;
+    for t in targets {
+        eprintln!("nemesis: {} for {duration:?}, seed {seed}", t.label);
+        match nemesis::run(t, &args.pg, seed, duration).await {
+            Ok(r) => {
+                for v in r.violations() {
+                    eprintln!("VIOLATION on {} (seed {seed}): {v}", t.label);
+                    bad += 1;
+                }
+                md.push_str(&r.markdown());
+                md.push('\n');
+            }
+            Err(e) => {
+                eprintln!("nemesis on {} failed: {e}", t.label);
+                md.push_str(&format!("# {}: run failed: {e}\n\n", t.label));
+                bad += 1;
+            }
+        }
+    }
+    let _ = std::fs::create_dir_all(&args.out);
+    let _ = std::fs::write(args.out.join(format!("random-{seed}.md")), &md);
+    println!("{md}");
+    i32::from(bad > 0)
 }
 
 /// Runs a scenario `n` times (at least once) and folds the outcomes into one row.
