@@ -75,16 +75,17 @@ impl RedisLock {
                 let mut checks =
                     join_all((0..cfg.nodes.len()).map(|i| Node::connect(&cfg, i, &label))).await;
                 let up = checks.iter().filter(|c| c.is_ok()).count();
-                // Refused credentials (or any other configuration error) say more than "down".
+                // A master that refused the credentials or may evict lock keys is a
+                // configuration error even while a quorum of others answered.
+                if let Some(i) = checks
+                    .iter()
+                    .position(|c| matches!(c, Err(LockError::InvalidConfig { .. })))
+                {
+                    return Err(checks.swap_remove(i).err().unwrap_or_else(|| {
+                        LockError::invalid_config("a Redlock master refused the configuration")
+                    }));
+                }
                 if up < cfg.quorum() {
-                    if let Some(i) = checks
-                        .iter()
-                        .position(|c| matches!(c, Err(LockError::InvalidConfig { .. })))
-                    {
-                        return Err(checks.swap_remove(i).err().unwrap_or_else(|| {
-                            LockError::invalid_config("a Redlock master refused the configuration")
-                        }));
-                    }
                     return Err(LockError::unavailable(
                         &label,
                         None,
@@ -250,9 +251,10 @@ impl RedisLock {
                 &self.label,
                 Some(name),
                 format!(
-                    "only {} of {} masters answered; a quorum of {quorum} is needed",
+                    "only {} of {} masters answered; a quorum of {quorum} is needed{}",
                     self.nodes.len() - errors,
-                    self.nodes.len()
+                    self.nodes.len(),
+                    last_err.map_or_else(String::new, |e| format!(" (last error: {e})"))
                 ),
                 None,
             ));

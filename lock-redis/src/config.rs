@@ -1,11 +1,22 @@
-//! [`RedisConfig`]: nodes, credentials, key prefix and timeouts from a `redis://` or
-//! `redlock://` URL (or the builder).
+//! [`RedisConfig`]: nodes, credentials, key prefix, timeouts and the eviction-policy check
+//! from a `redis://` or `redlock://` URL (or the builder).
 //!
 //! # URL parameters
 //! * `prefix=…`: prepended to every lock name to form its key (default empty). It must not
 //!   contain a NUL byte: distlock's own keys beside a lock are told apart from lock keys by one
 //!   (see the crate's key layout).
 //! * `timeout=3s`: bound on connecting and on each command's reply.
+//! * `eviction=refuse|warn` (default `refuse`): what to do when a server's `maxmemory-policy`
+//!   is not `noeviction`. Every other policy can evict keys: `allkeys-*` any key, `volatile-*`
+//!   any key with an expiry, and every held lock key has one. An evicted lock key means two
+//!   holders at once, silently; an evicted fencing counter is survived only through the clock
+//!   floor. `refuse` fails `connect` with [`LockError::InvalidConfig`] naming the server, the
+//!   policy and the fix (`CONFIG SET maxmemory-policy noeviction`, and the same in
+//!   `redis.conf`); `warn` connects and logs a `tracing::warn!` instead. The policy is read with
+//!   `CONFIG GET maxmemory-policy` from every server (each Redlock master, at connect or, for a
+//!   master that was down then, before its first lock); a server where `CONFIG` is disabled,
+//!   renamed or not permitted to the user (managed services) has an unknown policy: distlock
+//!   connects and warns that it could not check. Any other value is `InvalidConfig`.
 
 use std::fmt;
 use std::time::Duration;
@@ -20,6 +31,16 @@ pub enum Topology {
     Single,
     /// N independent masters (N odd, ≥ 3), quorum N/2+1.
     Redlock,
+}
+
+/// What `connect` does about a server whose `maxmemory-policy` may evict lock keys.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum EvictionCheck {
+    /// Fail with [`LockError::InvalidConfig`] (the default).
+    #[default]
+    Refuse,
+    /// Connect anyway and log a warning.
+    Warn,
 }
 
 /// Test-only knobs: not part of the API, never set them outside distlock's own tests (they
@@ -51,6 +72,8 @@ pub struct RedisConfig {
     pub prefix: String,
     /// Bound on connecting and on each command's reply.
     pub timeout: Duration,
+    /// What to do about a server whose `maxmemory-policy` may evict lock keys.
+    pub eviction: EvictionCheck,
     /// Test-only knobs (see [`TestHooks`]).
     #[doc(hidden)]
     pub test_hooks: TestHooks,
@@ -66,12 +89,13 @@ impl fmt::Debug for RedisConfig {
             .field("password", &self.password.as_ref().map(|_| "***"))
             .field("prefix", &self.prefix)
             .field("timeout", &self.timeout)
+            .field("eviction", &self.eviction)
             .finish()
     }
 }
 
 /// Parameters read from the URL.
-pub const KNOWN_PARAMS: &[&str] = &["prefix", "timeout"];
+pub const KNOWN_PARAMS: &[&str] = &["prefix", "timeout", "eviction"];
 
 impl RedisConfig {
     /// A single-instance configuration for `host:port`.
@@ -87,6 +111,7 @@ impl RedisConfig {
             password: None,
             prefix: String::new(),
             timeout: Duration::from_secs(3),
+            eviction: EvictionCheck::Refuse,
             test_hooks: TestHooks::default(),
         }
     }
@@ -98,7 +123,7 @@ impl RedisConfig {
         self
     }
 
-    /// Parses `redis://[user:pass@]host:port[/db][?prefix=…&timeout=…]` or
+    /// Parses `redis://[user:pass@]host:port[/db][?prefix=…&timeout=…&eviction=…]` or
     /// `redlock://h1:p1,h2:p2,h3:p3[?…]`.
     ///
     /// # Errors
@@ -143,6 +168,16 @@ impl RedisConfig {
         let timeout = p
             .take_duration("timeout")?
             .unwrap_or(Duration::from_secs(3));
+        let eviction = match p.take("eviction").as_deref() {
+            None | Some("refuse") => EvictionCheck::Refuse,
+            Some("warn") => EvictionCheck::Warn,
+            Some(other) => {
+                return Err(LockError::invalid_config(format!(
+                    "parameter `eviction={other}` in {:?}: use eviction=refuse (the default) or eviction=warn",
+                    u.redacted()
+                )))
+            }
+        };
         p.finish(KNOWN_PARAMS)?;
         let cfg = RedisConfig {
             topology,
@@ -152,6 +187,7 @@ impl RedisConfig {
             password: u.password.clone(),
             prefix,
             timeout,
+            eviction,
             test_hooks: TestHooks::default(),
         };
         cfg.validate().map_err(|e| match e {
@@ -229,6 +265,9 @@ mod tests {
         assert!(!format!("{c:?}").contains("s3cret"));
         let r = RedisConfig::from_url("redlock://a:1,b:2,c:3").unwrap();
         assert_eq!(r.quorum(), 2);
+        assert_eq!(c.eviction, EvictionCheck::Refuse);
+        let w = RedisConfig::from_url("redis://h?eviction=warn").unwrap();
+        assert_eq!(w.eviction, EvictionCheck::Warn);
         for (bad, quoted) in [
             ("redlock://a:1,b:2", "got 2"),
             ("redlock://a:1,b:2,c:3,d:4", "got 4"),
@@ -237,6 +276,7 @@ mod tests {
             ("redis://h?timeout=abc", "timeout=abc"),
             ("redis://a:1,b:2", "exactly one"),
             ("redis://h?prefix=a%00b", "NUL"),
+            ("redis://h?eviction=maybe", "eviction=maybe"),
         ] {
             let e = RedisConfig::from_url(bad).unwrap_err();
             assert!(matches!(e, LockError::InvalidConfig(_)), "{bad}");

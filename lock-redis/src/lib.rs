@@ -52,10 +52,17 @@
 //! holder's validity lasts. A single instance restarted without persistence forgets its locks:
 //! two holders can overlap then, and only fencing tokens (which stay monotonic) protect the
 //! resource.
+//!
+//! Every server must not evict keys: `connect` reads `maxmemory-policy` from each one (each
+//! Redlock master; one that was down then, before its first lock) and refuses any policy but
+//! `noeviction` with `InvalidConfig`, unless the URL says `eviction=warn` (see `config` and
+//! `eviction.rs`). A server that will not tell (CONFIG disabled or not permitted) is used with
+//! a warning.
 
 mod backend;
 pub mod config;
 mod error;
+mod eviction;
 mod keys;
 mod lease;
 mod node;
@@ -64,7 +71,7 @@ mod scripts;
 mod subscriber;
 
 pub use backend::{connect, RedisLock};
-pub use config::{RedisConfig, Topology};
+pub use config::{EvictionCheck, RedisConfig, Topology};
 
 /// URL schemes this backend serves.
 pub const SCHEMES: &[&str] = &["redis", "redlock"];

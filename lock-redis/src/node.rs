@@ -1,13 +1,16 @@
 //! [`Node`]: one Redis server and the script calls distlock makes on it.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use lock_core::LockError;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{Client, RedisResult, Value};
+use redis::{Client, ErrorKind, RedisError, RedisResult, Value};
+use tokio::sync::OnceCell;
 
-use crate::config::RedisConfig;
+use crate::config::{EvictionCheck, RedisConfig};
 use crate::error::map;
+use crate::eviction::{self, Policy};
 use crate::keys::Keys;
 use crate::scripts::{ACQUIRE, ALL, EXTEND, FENCE_WRITEBACK, LEAVE, RELEASE};
 
@@ -77,6 +80,12 @@ fn flag(reply: &Value) -> Result<bool, Foreign> {
 pub(crate) struct Node {
     pub conn: ConnectionManager,
     pub client: Client,
+    /// Set once the server's `maxmemory-policy` passed the check (see `eviction.rs`): at
+    /// connect, or before the first lock on a Redlock master that was down then.
+    policy_checked: Arc<OnceCell<()>>,
+    eviction: EvictionCheck,
+    addr: String,
+    label: String,
 }
 
 fn ms(d: Duration) -> u64 {
@@ -101,23 +110,57 @@ impl Node {
     ) -> Result<Node, LockError> {
         let node = Self::lazy(cfg, i, label)?;
         let mut c = node.conn.clone();
-        // One round trip checks the node and loads every script, so the first EVALSHA of a
-        // lock call does not pay NOSCRIPT + SCRIPT LOAD + retry (three round trips on a slow link).
+        // One round trip checks the node, loads every script (so the first EVALSHA of a lock
+        // call does not pay NOSCRIPT + SCRIPT LOAD + retry: three round trips on a slow link)
+        // and reads the eviction policy (a refused CONFIG must not fail the rest).
         let mut load = redis::pipe();
         for s in ALL {
             load.cmd("SCRIPT").arg("LOAD").arg(s);
         }
-        let loaded = load.query_async::<Vec<String>>(&mut c);
-        match tokio::time::timeout(cfg.timeout + Duration::from_secs(1), loaded).await {
-            Ok(Ok(_)) => Ok(node),
-            Ok(Err(e)) => Err(map(e, label, None)),
-            Err(_) => Err(LockError::unavailable(
-                label,
-                None,
-                format!("no answer from {} within {:?}", cfg.nodes[i], cfg.timeout),
-                None,
-            )),
+        load.add_command(eviction::command()).ignore_errors();
+        let loaded = load.query_async::<Vec<RedisResult<Value>>>(&mut c);
+        let mut replies =
+            match tokio::time::timeout(cfg.timeout + Duration::from_secs(1), loaded).await {
+                Ok(Ok(replies)) => replies,
+                Ok(Err(e)) => return Err(map(e, label, None)),
+                Err(_) => {
+                    return Err(LockError::unavailable(
+                        label,
+                        None,
+                        format!("no answer from {} within {:?}", cfg.nodes[i], cfg.timeout),
+                        None,
+                    ))
+                }
+            };
+        let policy = replies.pop().unwrap_or(Ok(Value::Nil));
+        if let Some(Err(e)) = replies.into_iter().find(Result::is_err) {
+            return Err(map(e, label, None));
         }
+        let policy = Policy::from_reply(policy).map_err(|e| map(e, label, None))?;
+        eviction::judge(&policy, node.eviction, label, &node.addr)?;
+        let _ = node.policy_checked.set(());
+        Ok(node)
+    }
+
+    /// A Redlock master that was down at connect: its eviction policy is checked before its
+    /// first lock, and until it passes the master is not counted (its refusal is an error
+    /// here, logged, so the round counts it as a master that did not answer).
+    async fn check_policy(&self) -> RedisResult<()> {
+        self.policy_checked
+            .get_or_try_init(|| async {
+                let mut c = self.conn.clone();
+                let policy = Policy::from_reply(eviction::command().query_async(&mut c).await)?;
+                eviction::judge(&policy, self.eviction, &self.label, &self.addr).map_err(|e| {
+                    tracing::error!(backend = %self.label, server = %self.addr, error = %e, "Redlock master not used");
+                    RedisError::from((
+                        ErrorKind::InvalidClientConfig,
+                        "maxmemory-policy can evict lock keys",
+                        e.to_string(),
+                    ))
+                })
+            })
+            .await
+            .map(|_| ())
     }
 
     /// A node whose connection is opened on first use (and re-opened after failures).
@@ -136,7 +179,14 @@ impl Node {
             .set_max_delay(Duration::from_millis(200));
         let conn = ConnectionManager::new_lazy_with_config(client.clone(), mgr_cfg)
             .map_err(|e| map(e, label, None))?;
-        Ok(Node { conn, client })
+        Ok(Node {
+            conn,
+            client,
+            policy_checked: Arc::new(OnceCell::new()),
+            eviction: cfg.eviction,
+            addr: cfg.nodes[i].to_string(),
+            label: label.to_owned(),
+        })
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -150,6 +200,7 @@ impl Node {
         score: Option<u64>,
         floor: Option<u64>,
     ) -> RedisResult<Attempt> {
+        self.check_policy().await?;
         let mut c = self.conn.clone();
         let reply: Value = ACQUIRE
             .key(&keys.lock)
