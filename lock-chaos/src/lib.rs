@@ -10,6 +10,8 @@ pub mod backends;
 pub mod fenced;
 pub mod history;
 pub mod nemesis;
+pub mod outcome;
 pub mod report;
 pub mod scenarios;
 pub mod store_faults;
+pub mod takeover;

@@ -30,7 +30,7 @@ use tokio::time::Instant;
 use crate::backends::{connect, Target};
 use crate::fenced::FencedResource;
 use crate::history::History;
-use crate::scenarios::{proxies, LEASE};
+use crate::takeover::{proxies, LEASE};
 
 /// Contending clients.
 pub const CLIENTS: usize = 4;

@@ -4,7 +4,6 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lock_core::fault::FaultProxy;
 use lock_core::{AcquireOptions, DistributedLock};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -14,82 +13,9 @@ use tokio::time::Instant;
 use crate::backends::{connect, Target};
 use crate::fenced::FencedResource;
 use crate::history::History;
-
-/// The lease every scenario uses (ZooKeeper: its 2 s session).
-pub const LEASE: Duration = Duration::from_secs(1);
-
-/// What one scenario saw on one backend.
-#[derive(Debug, Clone, Default)]
-pub struct Outcome {
-    /// Scenario name.
-    pub scenario: String,
-    /// Backend label.
-    pub backend: String,
-    /// Successful acquisitions.
-    pub acquisitions: u64,
-    /// Holds both holders believed valid at once.
-    pub overlaps: u64,
-    /// Whether overlap is expected here (the backend makes no claim under this fault).
-    pub overlap_expected: bool,
-    /// Stale writes the fenced resource accepted (must be 0).
-    pub stale_accepted: u64,
-    /// Stale writes it rejected.
-    pub stale_rejected: u64,
-    /// Accepted writes out of token order (must be 0).
-    pub out_of_order: u64,
-    /// ms from the fault to the holder's `lost()` firing.
-    pub lost_ms: Vec<f64>,
-    /// ms from the fault to another client holding the lock.
-    pub next_holder_ms: Vec<f64>,
-    /// Anything the reader must know.
-    pub note: String,
-}
-
-impl Outcome {
-    /// Folds a repetition of the same scenario on the same backend into this one.
-    pub fn merge(&mut self, o: Outcome) {
-        self.acquisitions += o.acquisitions;
-        self.overlaps += o.overlaps;
-        self.stale_accepted += o.stale_accepted;
-        self.stale_rejected += o.stale_rejected;
-        self.out_of_order += o.out_of_order;
-        self.lost_ms.extend(o.lost_ms);
-        self.next_holder_ms.extend(o.next_holder_ms);
-        if !o.note.is_empty() && !self.note.contains(&o.note) {
-            self.note = format!("{}; {}", self.note, o.note);
-        }
-    }
-}
-
-pub(crate) fn opts() -> AcquireOptions {
-    AcquireOptions::new()
-        .ttl(LEASE)
-        .wait(Duration::from_secs(15))
-}
-
-pub(crate) async fn resource(
-    pg: &str,
-    scenario: &str,
-    t: &Target,
-) -> Result<FencedResource, String> {
-    FencedResource::create(
-        pg,
-        &format!("{scenario}-{}-{}", t.label, &lock_core::owner_token()[..6]),
-    )
-    .await
-}
-
-pub(crate) async fn proxies(t: &Target) -> Result<Vec<FaultProxy>, String> {
-    let mut v = Vec::new();
-    for p in &t.hosts {
-        v.push(
-            FaultProxy::start(([127, 0, 0, 1], *p).into())
-                .await
-                .map_err(|e| e.to_string())?,
-        );
-    }
-    Ok(v)
-}
+pub use crate::outcome::Outcome;
+pub use crate::takeover::LEASE;
+use crate::takeover::{after_take_over, opts, proxies, resource, take_over, writer};
 
 async fn spawn_holder(
     t: &Target,
@@ -200,89 +126,6 @@ pub async fn paused_holder(t: &Target, pg: &str, exe: &std::path::Path) -> Resul
     let _ = child.kill().await;
     o.out_of_order = res.stats().await?.out_of_order;
     Ok(o)
-}
-
-/// Writes to `res` with the guard's token every 30 ms for at most `max`, or until `lost()`
-/// fires; the hold ends in `history` at the instant the guard's `lost()` future completes (not
-/// when this loop notices). Returns when `lost()` fired, if it did.
-pub(crate) async fn hold_writing(
-    g: &lock_core::LockGuard,
-    res: &FencedResource,
-    history: &History,
-    who: &str,
-    max: Duration,
-) -> Option<Instant> {
-    let idx = history.acquired(who, g.fencing_token());
-    let lost = g.lost();
-    let h = history.clone();
-    let mut watcher = tokio::spawn(async move {
-        let _ = lost.await;
-        h.ended(idx, true);
-        Instant::now()
-    });
-    let end = Instant::now() + max;
-    let lost_at = loop {
-        tokio::select! {
-            at = &mut watcher => break at.ok(),
-            _ = tokio::time::sleep_until(end) => break None,
-            _ = async {
-                let _ = res.write(who, g.fencing_token()).await;
-                tokio::time::sleep(Duration::from_millis(30)).await;
-            } => {}
-        }
-    };
-    watcher.abort();
-    history.ended(idx, false);
-    lost_at
-}
-
-/// A holder task: [`hold_writing`] for up to 10 s, then drops the guard without releasing.
-pub(crate) fn writer(
-    g: lock_core::LockGuard,
-    res: FencedResource,
-    history: History,
-    who: &'static str,
-) -> tokio::task::JoinHandle<Option<Instant>> {
-    tokio::spawn(async move {
-        let lost_at = hold_writing(&g, &res, &history, who, Duration::from_secs(10)).await;
-        g.abandon();
-        lost_at
-    })
-}
-
-/// The taking-over client's acquire: a 5 s lease, waiting up to `wait`.
-pub(crate) async fn take_over(
-    other: &dyn DistributedLock,
-    name: &str,
-    wait: Duration,
-) -> Result<(lock_core::LockGuard, Instant), String> {
-    let g = other
-        .acquire(
-            name,
-            &AcquireOptions::new().ttl(Duration::from_secs(5)).wait(wait),
-        )
-        .await
-        .map_err(|e| e.to_string())?;
-    Ok((g, Instant::now()))
-}
-
-/// The new holder writes five times while the old one's `writer` task runs out; returns when the
-/// old holder's `lost()` fired, if it did.
-pub(crate) async fn after_take_over(
-    g2: lock_core::LockGuard,
-    res: &FencedResource,
-    history: &History,
-    old: tokio::task::JoinHandle<Option<Instant>>,
-) -> Result<Option<Instant>, String> {
-    let i2 = history.acquired("other", g2.fencing_token());
-    for _ in 0..5 {
-        res.write("other", g2.fencing_token()).await?;
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let lost_at = old.await.map_err(|e| e.to_string())?;
-    history.ended(i2, false);
-    let _ = g2.release().await;
-    Ok(lost_at)
 }
 
 /// The holder is cut from the store (proxy black-hole) but not from the resource; another

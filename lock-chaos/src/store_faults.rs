@@ -15,7 +15,8 @@ use tokio::time::Instant;
 
 use crate::backends::{connect, Target};
 use crate::history::History;
-use crate::scenarios::{after_take_over, hold_writing, resource, take_over, Outcome};
+use crate::outcome::Outcome;
+use crate::takeover::{after_take_over, hold_writing, resource, take_over};
 
 fn services(args: &[&str]) -> Result<String, String> {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/services.sh");
@@ -235,7 +236,7 @@ pub async fn server_killed_connection(t: &Target, pg: &str) -> Result<Outcome, S
     let before = sessions(&admin, mysql).await?;
     let holder = connect(&t.url()).await.map_err(|e| e.to_string())?;
     let g = holder
-        .acquire(&name, &crate::scenarios::opts())
+        .acquire(&name, &crate::takeover::opts())
         .await
         .map_err(|e| e.to_string())?;
     let theirs: Vec<i64> = sessions(&admin, mysql)
@@ -359,7 +360,7 @@ pub async fn zk_follower_cut(pg: &str) -> Result<Outcome, String> {
     let name = format!("chaos-follower-{}", &lock_core::owner_token()[..8]);
     let history = History::default();
     let g = holder
-        .acquire(&name, &crate::scenarios::opts())
+        .acquire(&name, &crate::takeover::opts())
         .await
         .map_err(|e| e.to_string())?;
     let w = tokio::spawn({
