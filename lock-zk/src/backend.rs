@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use futures::future::BoxFuture;
 use lock_core::{
     name, AcquireOptions, Capabilities, CleanupOnDrop, CrashRelease, Deadline, DistributedLock,
     GuardParts, LockError, LockGuard, LockInfo, LostSignal, Wakeup,
@@ -13,13 +14,19 @@ use tokio::time::Instant;
 use zookeeper_client::{Acls, Client, CreateMode, CreateOptions, Error, EventType};
 
 use crate::config::ZkConfig;
+use crate::contender::{Contender, Created};
 use crate::error::map;
 use crate::lease::ZkLease;
-use crate::path::{lock_path, protected_prefix, sorted_contenders, uuid, LOCK_NAME};
+use crate::path::{lock_path, protected_prefix, sorted_contenders, uuid};
 use crate::session::Session;
 
-/// Attempts to create our contender node through connection losses and vanished parents.
-const CREATE_ATTEMPTS: usize = 10;
+/// Attempts to create the lock directory's parents and then our node again.
+const PARENT_ATTEMPTS: usize = 3;
+
+/// Test support: runs with our session's client, the lock directory and this acquisition's
+/// protected prefix just before the contender node is created.
+#[doc(hidden)]
+pub type BeforeCreate = Arc<dyn Fn(Client, String, String) -> BoxFuture<'static, ()> + Send + Sync>;
 
 /// A ZooKeeper lock client: one session at a time (a new one after expiry).
 pub struct ZkLock {
@@ -27,16 +34,13 @@ pub struct ZkLock {
     label: String,
     session: tokio::sync::Mutex<Option<Arc<Session>>>,
     watch_events: Arc<AtomicU64>,
+    before_create: std::sync::Mutex<Option<BeforeCreate>>,
 }
 
 impl fmt::Debug for ZkLock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ZkLock").field("config", &self.cfg).finish()
     }
-}
-
-fn ephemeral_sequential() -> CreateOptions<'static> {
-    CreateMode::EphemeralSequential.with_acls(Acls::anyone_all())
 }
 
 fn container() -> CreateOptions<'static> {
@@ -61,6 +65,7 @@ impl ZkLock {
             label,
             session: tokio::sync::Mutex::new(Some(session)),
             watch_events: Arc::default(),
+            before_create: std::sync::Mutex::new(None),
         })
     }
 
@@ -69,6 +74,12 @@ impl ZkLock {
     #[doc(hidden)]
     pub fn watch_events(&self) -> u64 {
         self.watch_events.load(Ordering::SeqCst)
+    }
+
+    /// Test support: runs `hook` before each contender node is created (`None` removes it).
+    #[doc(hidden)]
+    pub fn set_before_create(&self, hook: Option<BeforeCreate>) {
+        *self.before_create.lock().unwrap_or_else(|p| p.into_inner()) = hook;
     }
 
     /// The live session, or a new one if it expired.
@@ -101,43 +112,26 @@ impl ZkLock {
         Ok(())
     }
 
-    /// Creates our contender: the create and the first children listing go out back to back
-    /// (one round trip). Returns (our child name, its czxid, the children).
+    /// Creates our contender (see [`Contender::create`]), creating the lock directory first
+    /// if it is missing. Returns (our child name, its czxid, the children).
     async fn create_contender(
         &self,
-        client: &Client,
-        dir: &str,
-        prefix: &str,
+        mine: &Contender,
         name: &str,
     ) -> Result<(String, i64, Vec<String>), LockError> {
-        let node_base = format!("{dir}/{prefix}{LOCK_NAME}");
-        for _ in 0..CREATE_ATTEMPTS {
-            let opts = ephemeral_sequential();
-            let create = client.create(&node_base, &[], &opts);
-            let list = client.get_children(dir);
-            let (created, listed) = tokio::join!(create, list);
-            match created {
-                Ok((stat, seq)) => {
-                    let ours = format!("{prefix}{LOCK_NAME}{seq}");
-                    let children = match listed {
-                        Ok((c, _)) => c,
-                        Err(e) => return Err(map(e, &self.label, Some(name))),
-                    };
-                    return Ok((ours, stat.czxid, children));
-                }
-                Err(Error::NoNode) => self.create_parents(client, dir, name).await?,
-                Err(Error::ConnectionLoss) => {
-                    // The create may have happened: find our node by its unique prefix.
-                    if let Ok((children, _)) = client.get_children(dir).await {
-                        if let Some(ours) = children.iter().find(|c| c.starts_with(prefix)) {
-                            if let Ok(Some(stat)) =
-                                client.check_stat(&format!("{dir}/{ours}")).await
-                            {
-                                return Ok((ours.clone(), stat.czxid, children));
-                            }
-                        }
-                    }
-                }
+        let hook = self
+            .before_create
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if let Some(hook) = hook {
+            hook(mine.client.clone(), mine.dir.clone(), mine.prefix.clone()).await;
+        }
+        for _ in 0..PARENT_ATTEMPTS {
+            match mine.create().await {
+                Ok(Created::Ours(ours, czxid, children)) => return Ok((ours, czxid, children)),
+                Ok(Created::NoParent) => self.create_parents(&mine.client, &mine.dir, name).await?,
+                Ok(Created::GaveUp) => break,
                 Err(e) => return Err(map(e, &self.label, Some(name))),
             }
         }
@@ -161,26 +155,31 @@ impl ZkLock {
         let deadline = Deadline::after(opts.wait);
         let session = self.session().await?;
         let client = session.client.clone();
-        let prefix = protected_prefix(&uuid());
+        let mine = Arc::new(Contender::new(
+            client.clone(),
+            dir.clone(),
+            protected_prefix(&uuid()),
+        ));
         // Whatever node we created is deleted if this acquisition is cancelled or gives up.
         let cleanup = {
-            let (client, dir, prefix) = (client.clone(), dir.clone(), prefix.clone());
-            CleanupOnDrop::new(move || {
-                Box::pin(async move {
-                    if let Ok((children, _)) = client.get_children(&dir).await {
-                        for c in children.iter().filter(|c| c.starts_with(&prefix)) {
-                            let _ = client.delete(&format!("{dir}/{c}"), None).await;
-                        }
-                    }
-                })
-            })
+            let (mine, within) = (Arc::clone(&mine), self.cfg.session_timeout);
+            CleanupOnDrop::new(move || Box::pin(async move { mine.delete_all(within).await }))
         };
         // When a request last went through the leader (the create does; so does each re-list).
         let mut confirmed_at = Instant::now();
-        let (ours, czxid, mut children) =
-            self.create_contender(&client, &dir, &prefix, name).await?;
+        let (ours, czxid, mut children) = self.create_contender(&mine, name).await?;
         loop {
-            let sorted = sorted_contenders(children);
+            // A node of ours other than our contender (a create whose reply was lost, committed
+            // late) is never waited on, and goes.
+            let (strays, others): (Vec<String>, Vec<String>) = sorted_contenders(children)
+                .into_iter()
+                .partition(|c| *c != ours && mine.is_ours(c));
+            for stray in &strays {
+                mine.delete_child(stray)
+                    .await
+                    .map_err(|e| map(e, &self.label, Some(name)))?;
+            }
+            let sorted = others;
             let Some(idx) = sorted.iter().position(|c| *c == ours) else {
                 return Err(LockError::unavailable(
                     &self.label,
@@ -191,15 +190,16 @@ impl ZkLock {
             };
             if idx == 0 {
                 cleanup.disarm();
-                return Ok(Some(self.guard(
+                let guard = self.guard(
                     &session,
-                    &dir,
+                    &mine,
                     &ours,
                     name,
                     czxid as u64,
                     opts,
                     confirmed_at,
-                )));
+                );
+                return guard.await.map(Some);
             }
             if try_only {
                 cleanup.run_now().await;
@@ -243,18 +243,20 @@ impl ZkLock {
         }
     }
 
+    /// The guard for our contender `ours`. Through [`LockGuard::start`], a guard whose
+    /// validity mostly passed during a slow acquisition is confirmed once more or given back.
     #[allow(clippy::too_many_arguments)]
-    fn guard(
+    async fn guard(
         &self,
         session: &Arc<Session>,
-        dir: &str,
+        mine: &Arc<Contender>,
         ours: &str,
         name: &str,
         token: u64,
         opts: &AcquireOptions,
         started: Instant,
-    ) -> LockGuard {
-        let node = format!("{dir}/{ours}");
+    ) -> Result<LockGuard, LockError> {
+        let node = mine.path(ours);
         let lost = LostSignal::new();
         session.register(&lost);
         let own_watch = {
@@ -276,27 +278,34 @@ impl ZkLock {
             .session_timeout
             .min(session.client.session_timeout());
         let validity = crate::lease::leader_validity(session_timeout);
-        LockGuard::new(GuardParts {
+        let lease = ZkLease::new(
+            Arc::clone(session),
+            Arc::clone(mine),
+            node,
+            name,
+            &self.label,
+            own_watch,
+            validity,
+            lost.clone(),
+        );
+        let parts = GuardParts {
             name: name.to_owned(),
             backend: self.label.clone(),
             fencing_token: token,
             ttl: if opts.renew {
-                opts.ttl.min(session_timeout / 2)
+                crate::lease::renewal_ttl(opts.ttl, session_timeout)
             } else {
                 opts.ttl
             },
             renew: opts.renew,
             acquired_at: started,
             validity: opts.renew.then_some(validity),
-            lease: Arc::new(ZkLease {
-                session: Arc::clone(session),
-                node,
-                name: name.to_owned(),
-                label: self.label.clone(),
-                own_watch,
-                validity,
-            }),
-            lost,
+            lease: Arc::new(lease),
+            lost: lost.clone(),
+        };
+        LockGuard::start(parts).await.inspect_err(|_| {
+            // Given back: stop tracking the signal.
+            lost.mark_lost("the acquisition was given back");
         })
     }
 }

@@ -10,7 +10,10 @@ pub(crate) fn map(err: Error, backend: &str, name: Option<&str>) -> LockError {
         | Error::Timeout
         | Error::ClientClosed
         | Error::NoHosts
-        | Error::SessionMoved => LockError::unavailable(
+        | Error::SessionMoved
+        // The client's own transport errors: a reset connection, no reply within its
+        // connection timeout.
+        | Error::Custom(_) => LockError::unavailable(
             backend,
             name,
             format!("ZooKeeper unreachable: {err}"),

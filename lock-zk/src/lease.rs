@@ -1,25 +1,38 @@
 //! [`ZkLease`]: the store side of a ZooKeeper guard — our contender node.
+//!
+//! The node is ours by its unique name (`_c_<uuid>-lock-<seq>`), so deleting it is always
+//! owner-checked. A guard reported lost deletes its node at once (and a release of a lost guard
+//! deletes it too, answering `NotHeld`): while the session lives, a lost guard's node would
+//! otherwise keep the name locked for everyone until the process exits (issue 14).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::{Lease, LockError};
+use lock_core::{Lease, LockError, LostSignal};
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 use zookeeper_client::Error;
 
+use crate::contender::Contender;
 use crate::error::map;
 use crate::session::Session;
 
 pub(crate) struct ZkLease {
-    pub session: Arc<Session>,
-    pub node: String,
-    pub name: String,
-    pub label: String,
+    session: Arc<Session>,
+    mine: Arc<Contender>,
+    node: String,
+    name: String,
+    label: String,
     /// Watches our own node so a deletion by someone else is reported at once.
-    pub own_watch: JoinHandle<()>,
+    own_watch: JoinHandle<()>,
+    /// Deletes our node once the guard is lost; stops on release.
+    on_lost: JoinHandle<()>,
+    lost: LostSignal,
+    released: AtomicBool,
     /// How long a check that reached the leader vouches for the session: see [`leader_validity`].
-    pub validity: Duration,
+    validity: Duration,
 }
 
 /// How long after the start of a round trip that went through the ZooKeeper leader (a `sync`)
@@ -37,13 +50,68 @@ pub(crate) fn leader_validity(session_timeout: Duration) -> Duration {
     session_timeout / 3
 }
 
+/// A renewal joins the session's `sync` sent at most 1/`JOIN_WITHIN` of the validity ago
+/// instead of sending its own (see `Session::confirm`); it then vouches for that much less.
+pub(crate) const JOIN_WITHIN: u32 = 20;
+
+/// The `ttl` a guard renews with: the requested one, capped at half the session timeout (the
+/// session, not the `ttl`, bounds how long a crashed holder keeps the lock).
+pub(crate) fn renewal_ttl(ttl: Duration, session_timeout: Duration) -> Duration {
+    ttl.min(session_timeout / 2)
+}
+
 impl Drop for ZkLease {
     fn drop(&mut self) {
         self.own_watch.abort();
+        // Dropped lost and unreleased (the guard skips release once lost): `on_lost` is deleting
+        // the node and must finish. Otherwise there is nothing left for it to do.
+        if !self.lost.is_lost() || self.released.load(Ordering::SeqCst) {
+            self.on_lost.abort();
+        }
     }
 }
 
 impl ZkLease {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        session: Arc<Session>,
+        mine: Arc<Contender>,
+        node: String,
+        name: &str,
+        label: &str,
+        own_watch: JoinHandle<()>,
+        validity: Duration,
+        lost: LostSignal,
+    ) -> Self {
+        // Bounded by the client's own give-up point (7/5 of the session timeout) and then some.
+        let within = session.client.session_timeout() * 2;
+        let on_lost = tokio::spawn({
+            let (mine, lost, name, label) = (
+                Arc::clone(&mine),
+                lost.clone(),
+                name.to_owned(),
+                label.to_owned(),
+            );
+            async move {
+                let why = lost.wait().await;
+                tracing::debug!(name = %name, backend = %label, reason = %why, "lock lost; deleting its node");
+                mine.delete_all(within).await;
+            }
+        });
+        ZkLease {
+            session,
+            mine,
+            node,
+            name: name.to_owned(),
+            label: label.to_owned(),
+            own_watch,
+            on_lost,
+            lost,
+            released: AtomicBool::new(false),
+            validity,
+        }
+    }
+
     fn gone(&self) -> LockError {
         LockError::not_held(
             &self.name,
@@ -58,28 +126,47 @@ impl ZkLease {
 
 #[async_trait]
 impl Lease for ZkLease {
-    /// A liveness check through the leader: `sync` (answered only once the leader has seen it),
-    /// then our node's existence. Vouches for the session for [`leader_validity`] from the start.
+    /// A liveness check through the leader: the session's shared `sync` (answered only once
+    /// the leader has seen it; see [`Session::confirm`]), then our node's existence. Vouches for
+    /// the session for [`leader_validity`] from when that `sync` was sent, which may be up to
+    /// [`JOIN_WITHIN`] of the validity before this call.
     async fn renew(&self, _ttl: Duration) -> Result<Option<Duration>, LockError> {
         if self.session.is_dead() {
             return Err(self.gone());
         }
-        if let Err(e) = self.session.client.sync(&self.node).await {
-            return Err(match e {
-                Error::NoNode => self.gone(),
-                e => map(e, &self.label, Some(&self.name)),
-            });
-        }
+        let called = Instant::now();
+        let sent = match self.session.confirm(self.validity / JOIN_WITHIN).await {
+            Ok(sent) => sent,
+            Err(e) => return Err(map(e, &self.label, Some(&self.name))),
+        };
         match self.session.client.check_stat(&self.node).await {
-            Ok(Some(_)) => Ok(Some(self.validity)),
+            Ok(Some(_)) => Ok(Some(
+                self.validity
+                    .saturating_sub(called.saturating_duration_since(sent)),
+            )),
             Ok(None) => Err(self.gone()),
             Err(e) => Err(map(e, &self.label, Some(&self.name))),
         }
     }
 
+    /// Deletes our node (and any other node of ours a lost create reply left behind). A lost
+    /// guard's node is deleted all the same, and the answer is `NotHeld`.
     async fn release(&self) -> Result<(), LockError> {
+        self.released.store(true, Ordering::SeqCst);
         self.own_watch.abort();
-        match self.session.client.delete(&self.node, None).await {
+        if !self.lost.is_lost() {
+            self.on_lost.abort();
+        }
+        let deleted = self.session.client.delete(&self.node, None).await;
+        if self.mine.unsure() {
+            self.mine
+                .delete_all(self.session.client.session_timeout())
+                .await;
+        }
+        if let Some(why) = self.lost.reason() {
+            return Err(LockError::not_held(&self.name, &self.label, why));
+        }
+        match deleted {
             Ok(()) => Ok(()),
             Err(Error::NoNode) | Err(Error::SessionExpired) | Err(Error::ClientClosed) => {
                 Err(self.gone())

@@ -23,15 +23,21 @@
 //! every later holder's token is strictly greater.
 //!
 //! # Failures
-//! * Connection loss during create: our node is found again by its unique `_c_<uuid>-` prefix,
-//!   never left as an orphan.
+//! * Connection loss during create: the create may have happened, so the directory is listed
+//!   again behind a `sync` (a lagging server cannot hide our node) and every child with this
+//!   acquisition's unique `_c_<uuid>-` prefix is ours: the lowest is our contender, the others
+//!   are deleted. A client never waits on its own node, and leaves none behind (see
+//!   `contender`).
 //! * A cancelled or timed-out acquire deletes its node.
 //! * Session expiry makes every guard of that session lost at once; the next acquisition opens
 //!   a new session.
 //! * While disconnected, a guard stays held (the session may survive a server failover) and
 //!   `lost()` does not fire; if the disconnection lasts a quarter of the session timeout, the
-//!   guard is reported lost, before the ensemble can have expired the session (see `session`).
+//!   guard is reported lost, before the ensemble can have expired the session, and the session
+//!   is retired and closed on the ensemble as soon as it can be reached (see `session`).
 //! * The lock node deleted by someone else fires `lost()` at once (a watch on our own node).
+//! * A guard reported lost deletes its node (it is ours by its unique name) and a release of a
+//!   lost guard answers `NotHeld`: nothing keeps the name locked past the loss.
 //! * A holder connected to a follower that is cut from its leader stays connected while the
 //!   leader expires its session. With `renew` on (the default) a guard is therefore valid only
 //!   for a third of the session timeout after its last round trip through the leader (the
@@ -42,14 +48,24 @@
 //! `ttl` in [`lock_core::AcquireOptions`] does not set a lease: the session timeout bounds how
 //! long a crashed holder keeps the lock; `ttl` (capped at half the session timeout) only paces
 //! the checks through the leader.
+//!
+//! # What a guard rides out
+//! A store stall (no reply: an fsync stall behind the ensemble's writes, a GC pause, a leader
+//! election) shorter than [`ZkConfig::stall_tolerance`] — a bit less than a third of the
+//! session timeout minus one renewal interval, e.g. 0.4 s with `session_timeout=2s` whatever
+//! the `ttl`, 2 s with the defaults — leaves a guard held; a longer one reports it lost. Pick the session timeout
+//! from the stalls the ensemble's disks show, not from the `ttl`.
 
 mod backend;
 pub mod config;
+mod contender;
 mod error;
 mod lease;
 pub mod path;
 mod session;
 
+#[doc(hidden)]
+pub use backend::BeforeCreate;
 pub use backend::{connect, ZkLock};
 pub use config::ZkConfig;
 

@@ -7,33 +7,71 @@
 //! client only notices the outage some time after that heartbeat (measured here: ~0.55 s of a
 //! 2 s session), so waiting longer would let another client take the lock while this guard
 //! still looks valid (the chaos partition scenario showed exactly that with a full timeout).
-//! The session is then retired; later acquisitions open a new one.
+//! The session is then retired (later acquisitions open a new one) and closed on the ensemble as
+//! soon as it can be reached, so nothing of it — a lost guard's node, a waiter's — lives on with
+//! a client that reconnects.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures::future::{self, BoxFuture, FutureExt};
 use lock_core::{LockError, LostSignal};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
-use zookeeper_client::{Client, SessionState};
+use zookeeper_client::{Client, Error, SessionInfo, SessionState};
 
 use crate::config::ZkConfig;
 use crate::error::map;
 
+/// Pause between attempts to close a retired session while the ensemble is unreachable.
+const CLOSE_RETRY: Duration = Duration::from_millis(200);
+
 #[derive(Default)]
 struct Shared {
-    guards: Mutex<Vec<LostSignal>>,
+    /// The guards' lost signals, and why the session died once it has (under one lock, so a
+    /// guard registered while the session dies is either in the list `lose_all` takes or sees
+    /// the reason: never neither).
+    state: Mutex<GuardList>,
     dead: AtomicBool,
+    /// Test seam: runs in `register` between finding the session alive and recording the
+    /// guard, where a racing `lose_all` used to slip in.
+    #[cfg(test)]
+    between: Option<Box<dyn Fn() + Send + Sync>>,
+}
+
+#[derive(Default)]
+struct GuardList {
+    guards: Vec<LostSignal>,
+    died: Option<String>,
 }
 
 impl Shared {
     fn lose_all(&self, why: &str) {
-        self.dead.store(true, Ordering::SeqCst);
-        let guards = std::mem::take(&mut *self.guards.lock().unwrap_or_else(|p| p.into_inner()));
+        let guards = {
+            let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            self.dead.store(true, Ordering::SeqCst);
+            st.died.get_or_insert_with(|| why.to_owned());
+            std::mem::take(&mut st.guards)
+        };
         for g in guards {
             g.mark_lost(why);
         }
+    }
+
+    fn register(&self, lost: &LostSignal) {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(why) = st.died.clone() {
+            drop(st);
+            lost.mark_lost(why);
+            return;
+        }
+        #[cfg(test)]
+        if let Some(f) = &self.between {
+            f();
+        }
+        st.guards.retain(|s| !s.is_lost());
+        st.guards.push(lost.clone());
     }
 }
 
@@ -42,6 +80,14 @@ pub(crate) struct Session {
     pub client: Client,
     shared: Arc<Shared>,
     watcher: JoinHandle<()>,
+    /// The latest `sync` through the leader, shared by the guards that renew meanwhile.
+    leader_check: Mutex<Option<LeaderCheck>>,
+}
+
+/// A `sync` sent at `sent`; every guard of the session that joins it shares its answer.
+struct LeaderCheck {
+    sent: Instant,
+    answer: future::Shared<BoxFuture<'static, Result<(), Error>>>,
 }
 
 impl Drop for Session {
@@ -92,16 +138,41 @@ impl Session {
             )));
         }
         let shared = Arc::new(Shared::default());
-        let watcher = tokio::spawn(watch(
-            client.clone(),
-            Arc::clone(&shared),
-            cfg.session_timeout,
-        ));
+        let watcher = tokio::spawn(watch(client.clone(), Arc::clone(&shared), cfg.clone()));
         Ok(Arc::new(Session {
             client,
             shared,
             watcher,
+            leader_check: Mutex::new(None),
         }))
+    }
+
+    /// Confirms the session through the leader with a `sync` (answered only once the leader has
+    /// seen it) and returns when that `sync` was sent: the session is vouched for from then on
+    /// (see `lease::leader_validity`). A `sync` sent at most `join_within` ago, answered or
+    /// not, is joined instead of sending another, so a session's guards cost one `sync` per
+    /// `join_within` however many there are (1,000 guards each sending their own overloaded the
+    /// session, and guards were lost).
+    pub(crate) async fn confirm(&self, join_within: Duration) -> Result<Instant, Error> {
+        let now = Instant::now();
+        let (sent, answer) = {
+            let mut slot = self.leader_check.lock().unwrap_or_else(|p| p.into_inner());
+            match slot.as_ref() {
+                Some(c) if now.saturating_duration_since(c.sent) <= join_within => {
+                    (c.sent, c.answer.clone())
+                }
+                _ => {
+                    let client = self.client.clone();
+                    let answer = async move { client.sync("/").await }.boxed().shared();
+                    *slot = Some(LeaderCheck {
+                        sent: now,
+                        answer: answer.clone(),
+                    });
+                    (now, answer)
+                }
+            }
+        };
+        answer.await.map(|()| sent)
     }
 
     /// Whether the session is gone (expired, closed, or disconnected past its timeout).
@@ -109,19 +180,14 @@ impl Session {
         self.shared.dead.load(Ordering::SeqCst)
     }
 
-    /// Tracks a guard's lost signal; it fires if the session dies.
+    /// Tracks a guard's lost signal; it fires if the session dies (at once if it already has).
     pub(crate) fn register(&self, lost: &LostSignal) {
-        if self.is_dead() {
-            lost.mark_lost("the ZooKeeper session expired");
-            return;
-        }
-        let mut g = self.shared.guards.lock().unwrap_or_else(|p| p.into_inner());
-        g.retain(|s| !s.is_lost());
-        g.push(lost.clone());
+        self.shared.register(lost);
     }
 }
 
-async fn watch(client: Client, shared: Arc<Shared>, session_timeout: Duration) {
+async fn watch(client: Client, shared: Arc<Shared>, cfg: ZkConfig) {
+    let session_timeout = cfg.session_timeout;
     let mut states = client.state_watcher();
     let mut disconnected_at: Option<Instant> = None;
     loop {
@@ -130,7 +196,9 @@ async fn watch(client: Client, shared: Arc<Shared>, session_timeout: Duration) {
                 s = states.changed() => s,
                 _ = tokio::time::sleep_until(since + session_timeout / 4) => {
                     shared.lose_all("disconnected from ZooKeeper for a quarter of the session timeout; the ensemble may expire the session before this client can tell");
-                    return;
+                    let info = client.session().clone();
+                    drop(client);
+                    return close_retired(&cfg, info).await;
                 }
             },
             None => states.changed().await,
@@ -144,5 +212,95 @@ async fn watch(client: Client, shared: Arc<Shared>, session_timeout: Duration) {
             SessionState::Closed => return shared.lose_all("the ZooKeeper session was closed"),
             SessionState::AuthFailed => return shared.lose_all("ZooKeeper authentication failed"),
         }
+    }
+}
+
+/// Ends a session retired after a long disconnection, so that its nodes (a lost guard's, a
+/// waiter's) go as soon as the ensemble is reachable again, instead of living on with the
+/// reconnected client until the process exits (issue 14).
+///
+/// zookeeper-client closes a session only when its last `Client` is dropped, and guards and
+/// waiters still hold clones: so a second client attaches to the same session (the server
+/// drops the old connection) and is dropped, which closes it. Tried until that works or the
+/// ensemble says the session has expired, for at most twice the session timeout plus one
+/// connect timeout: by then the ensemble has expired the session (the old client gives up
+/// reconnecting after 7/5 of it).
+async fn close_retired(cfg: &ZkConfig, info: SessionInfo) {
+    let until = Instant::now() + cfg.session_timeout * 2 + cfg.connect_timeout;
+    let target = cfg.connect_string();
+    while Instant::now() < until {
+        let attempt = Client::connector()
+            .with_session(info.clone())
+            .with_session_timeout(cfg.session_timeout)
+            .with_connection_timeout(cfg.connect_timeout)
+            .with_fail_eagerly()
+            .connect(&target);
+        match tokio::time::timeout_at(until, attempt).await {
+            Ok(Ok(closer)) => {
+                let mut states = closer.state_watcher();
+                drop(closer);
+                let closed = async { while !states.changed().await.is_terminated() {} };
+                let _ = tokio::time::timeout(cfg.connect_timeout, closed).await;
+                tracing::debug!("closed a ZooKeeper session retired after a disconnection");
+                return;
+            }
+            Ok(Err(Error::SessionExpired)) | Err(_) => return,
+            Ok(Err(_)) => {
+                let left = until.saturating_duration_since(Instant::now());
+                tokio::time::sleep(CLOSE_RETRY.min(left)).await;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc;
+
+    use super::*;
+
+    /// A guard registered while its session dies is reported lost (issue 14: one registered
+    /// just after `lose_all` took the list stayed held forever). The seam runs `lose_all` on
+    /// another thread at the worst moment and gives it 300 ms to finish.
+    #[test]
+    fn registration_racing_session_death_is_lost() {
+        let shared = Arc::new(std::sync::OnceLock::<Arc<Shared>>::new());
+        let killer = Arc::new(Mutex::new(None));
+        let seam = {
+            let (shared, killer) = (Arc::clone(&shared), Arc::clone(&killer));
+            move || {
+                let Some(s) = shared.get().cloned() else {
+                    return;
+                };
+                let (done_tx, done_rx) = mpsc::channel();
+                let t = std::thread::spawn(move || {
+                    s.lose_all("the ZooKeeper session expired");
+                    let _ = done_tx.send(());
+                });
+                let _ = done_rx.recv_timeout(Duration::from_millis(300));
+                *killer.lock().unwrap() = Some(t);
+            }
+        };
+        let s = Arc::new(Shared {
+            between: Some(Box::new(seam)),
+            ..Default::default()
+        });
+        assert!(shared.set(Arc::clone(&s)).is_ok());
+        let lost = LostSignal::new();
+        s.register(&lost);
+        let t = killer.lock().unwrap().take().expect("the seam ran");
+        t.join().unwrap();
+        assert!(s.dead.load(Ordering::SeqCst));
+        assert!(
+            lost.is_lost(),
+            "a guard registered while the session died is still held"
+        );
+        // Registered after the death: lost at once, with the reason.
+        let late = LostSignal::new();
+        s.register(&late);
+        assert_eq!(
+            late.reason().as_deref(),
+            Some("the ZooKeeper session expired")
+        );
     }
 }

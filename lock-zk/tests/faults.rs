@@ -9,25 +9,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lock_core::fault::FaultProxy;
-use lock_core::{AcquireOptions, DistributedLock, LockError};
-use lock_zk::{ZkConfig, ZkLock};
+use lock_core::{DistributedLock, LockError};
 use support::*;
 use tokio::time::Instant;
 use zookeeper_client::{Acls, CreateMode};
-
-fn unique(what: &str) -> String {
-    format!("zk-{what}-{}", &lock_core::owner_token()[..10])
-}
-
-fn wait(secs: u64) -> AcquireOptions {
-    AcquireOptions::new().wait(Duration::from_secs(secs))
-}
-
-async fn zk_lock(url: &str) -> ZkLock {
-    ZkLock::connect(ZkConfig::from_url(url).unwrap())
-        .await
-        .unwrap_or_else(|e| panic!("{e}; run `scripts/services.sh up`"))
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn one_release_wakes_one_waiter_of_a_hundred() {
@@ -117,14 +102,7 @@ async fn curator_named_contenders_are_respected_both_ways() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn session_expiry_makes_the_guard_lost_and_frees_the_lock() {
-    let proxy = FaultProxy::start(([127, 0, 0, 1], ports(&standalone_url())[0]).into())
-        .await
-        .unwrap();
-    let holder = zk_lock(&format!(
-        "zk://127.0.0.1:{}?session_timeout=2s",
-        proxy.addr().port()
-    ))
-    .await;
+    let (holder, proxy) = proxied(&standalone_url(), "2s").await;
     let other = zk_lock(&format!("{}?session_timeout=2s", standalone_url())).await;
     let name = unique("expiry");
     let g = holder.acquire(&name, &wait(5)).await.unwrap();

@@ -9,8 +9,18 @@ use async_trait::async_trait;
 use lock_core::conformance::{CrashableClient, Harness};
 use lock_core::{DistributedLock, LockError};
 
-/// Session timeout of harness clients (the ensemble allows ≥ 1 s).
-pub const SESSION: &str = "2s";
+/// Session timeout of harness clients, in seconds.
+///
+/// A guard is valid for a third of it after each check through the leader, and rides out a
+/// store stall of at most `ZkConfig::stall_tolerance` (tests/stalls.rs): 0.4 s with 2 s
+/// sessions, whatever the `ttl`. This machine's ZooKeeper servers showed fsync stalls of up to
+/// 0.84 s (`mntr` `zk_max_fsynctime`, all four servers on one disk, the suite running), which
+/// lost the 1 s lease of `renewal_keeps_short_lease` 2 runs in 10 with 2 s sessions. 6 s sessions
+/// ride out 1.55 s.
+pub const SESSION_SECS: u64 = 6;
+
+/// [`SESSION_SECS`] as a URL value.
+pub const SESSION: &str = "6s";
 
 pub fn standalone_url() -> String {
     std::env::var("DISTLOCK_TEST_ZK_URL").unwrap_or_else(|_| "zk://127.0.0.1:12181".into())
@@ -54,6 +64,34 @@ pub async fn raw(url: &str) -> zookeeper_client::Client {
             panic!("cannot reach {url}: {e}\nstart the test stores with `scripts/services.sh up`")
         }
     }
+}
+
+/// A lock name unique to this run.
+pub fn unique(what: &str) -> String {
+    format!("zk-{what}-{}", &lock_core::owner_token()[..10])
+}
+
+/// Acquire options waiting at most `secs`.
+pub fn wait(secs: u64) -> lock_core::AcquireOptions {
+    lock_core::AcquireOptions::new().wait(Duration::from_secs(secs))
+}
+
+/// A client of this crate's concrete type (its test hooks), from a URL.
+pub async fn zk_lock(url: &str) -> lock_zk::ZkLock {
+    lock_zk::ZkLock::connect(lock_zk::ZkConfig::from_url(url).unwrap())
+        .await
+        .unwrap_or_else(|e| panic!("{e}; run `scripts/services.sh up`"))
+}
+
+/// A client reaching `url`'s first server through a fresh fault proxy, with session timeout
+/// `session` (e.g. `"4s"`).
+pub async fn proxied(url: &str, session: &str) -> (lock_zk::ZkLock, lock_core::fault::FaultProxy) {
+    let proxy = lock_core::fault::FaultProxy::start(([127, 0, 0, 1], ports(url)[0]).into())
+        .await
+        .unwrap();
+    let port = proxy.addr().port();
+    let lock = zk_lock(&format!("zk://127.0.0.1:{port}?session_timeout={session}")).await;
+    (lock, proxy)
 }
 
 pub struct ZkHarness {
@@ -120,6 +158,6 @@ impl Harness for ZkHarness {
 
     fn crash_release_bound(&self, _ttl: Duration) -> Duration {
         // The session timeout frees a crashed holder's node; allow the server's expiry tick.
-        Duration::from_secs(2) + Duration::from_secs(3)
+        Duration::from_secs(SESSION_SECS) + Duration::from_secs(3)
     }
 }

@@ -1,0 +1,60 @@
+//! What a held ZooKeeper guard rides out, as `ZkConfig::stall_tolerance` documents it, on a real
+//! server: a stall (no reply at all, injected by black-holing the holder's connection) shorter
+//! than the tolerance leaves the guard held; a longer one reports it lost within its validity.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::time::Duration;
+
+use lock_core::{AcquireOptions, DistributedLock};
+use lock_zk::ZkConfig;
+use support::*;
+use tokio::time::Instant;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn guard_rides_out_stalls_within_the_documented_tolerance() {
+    let (lock, proxy) = proxied(&standalone_url(), SESSION).await;
+    let cfg = ZkConfig::from_url(&format!("zk://h:1?session_timeout={SESSION}")).unwrap();
+    let ttl = Duration::from_secs(1);
+    let tolerance = cfg.stall_tolerance(ttl);
+    let validity = cfg.guard_validity();
+    let name = unique("stall");
+    let opts = AcquireOptions::new().ttl(ttl).wait(Duration::from_secs(10));
+    let g = lock.acquire(&name, &opts).await.unwrap();
+
+    // Stalls of 40 % of the tolerance (the rest is headroom for the machine's own stalls), at
+    // every phase of the renewal cycle: held throughout.
+    let stall = tolerance * 2 / 5;
+    for k in 0..4 {
+        tokio::time::sleep(Duration::from_millis(150 + 70 * k)).await;
+        proxy.blackhole();
+        tokio::time::sleep(stall).await;
+        proxy.heal();
+        assert!(
+            !g.is_lost(),
+            "lost after a {stall:?} stall (tolerance {tolerance:?}): {g:?}"
+        );
+    }
+    let other = zk_lock(&standalone_url()).await;
+    assert!(other.try_acquire(&name, &opts).await.unwrap().is_none());
+
+    // A stall longer than the validity: reported lost before the validity has passed.
+    proxy.blackhole();
+    let began = Instant::now();
+    let lost = tokio::time::timeout(validity + Duration::from_millis(300), g.lost()).await;
+    assert!(
+        lost.is_ok(),
+        "not lost {:?} into a stall (validity {validity:?})",
+        began.elapsed()
+    );
+    assert!(
+        began.elapsed() <= validity,
+        "lost only after {:?}",
+        began.elapsed()
+    );
+    proxy.heal();
+    // And the lost guard's node goes: the name is free again.
+    let g2 = other.acquire(&name, &opts).await.unwrap();
+    g2.release().await.unwrap();
+}
