@@ -17,7 +17,7 @@ use crate::config::{RedisConfig, Topology};
 use crate::error::map;
 use crate::keys::Keys;
 use crate::lease::{drift, RedisLease};
-use crate::node::{Attempt, Node};
+use crate::node::{Attempt, Node, Peek};
 use crate::redlock::{write_back, Fence};
 use crate::subscriber::{Subscriber, Waiting};
 
@@ -455,28 +455,30 @@ impl DistributedLock for RedisLock {
                 .map(|n| tokio::time::timeout(t, n.peek(&keys))),
         )
         .await;
-        let mut best: Option<(String, i64, Option<u64>, i64)> = None;
-        let mut votes = std::collections::HashMap::<String, usize>::new();
+        // Per holder token: how many nodes name it, and the last of their views.
+        let mut holders = std::collections::HashMap::<String, (usize, Peek)>::new();
         for p in peeks.into_iter().flatten() {
-            let p = p.map_err(|e| map(e, &self.label, Some(name)))?;
-            if let (Some(owner), pttl, fence, queued) = p {
-                *votes.entry(owner.clone()).or_default() += 1;
-                best = Some((owner, pttl, fence, queued));
+            let p = p
+                .map_err(|e| map(e, &self.label, Some(name)))?
+                .map_err(|f| {
+                    LockError::backend(&self.label, Some(name), f.describe(&keys), None)
+                })?;
+            if let Some(owner) = p.owner.clone() {
+                let seen = holders.entry(owner).or_insert((0, p.clone()));
+                *seen = (seen.0 + 1, p);
             }
         }
-        Ok(match best {
-            Some((owner, pttl, fence, queued))
-                if votes.get(&owner).copied().unwrap_or(0) >= self.cfg.quorum() =>
-            {
-                LockInfo::held(
-                    fence,
-                    Some(owner),
-                    (pttl >= 0).then(|| Duration::from_millis(pttl as u64)),
-                    (!self.redlock()).then_some(queued.max(0) as usize),
-                )
-            }
-            _ => LockInfo::free(),
-        })
+        Ok(
+            match holders.into_values().find(|(n, _)| *n >= self.cfg.quorum()) {
+                Some((_, p)) => LockInfo::held(
+                    p.counter,
+                    p.owner,
+                    (p.pttl_ms >= 0).then(|| Duration::from_millis(p.pttl_ms as u64)),
+                    (!self.redlock()).then_some(p.queued.max(0) as usize),
+                ),
+                None => LockInfo::free(),
+            },
+        )
     }
 }
 

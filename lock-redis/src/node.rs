@@ -12,7 +12,7 @@ use crate::config::{EvictionCheck, RedisConfig};
 use crate::error::map;
 use crate::eviction::{self, Policy};
 use crate::keys::Keys;
-use crate::scripts::{ACQUIRE, ALL, EXTEND, FENCE_WRITEBACK, LEAVE, RELEASE};
+use crate::scripts::{ACQUIRE, ALL, EXTEND, FENCE_WRITEBACK, LEAVE, PEEK, RELEASE};
 
 /// The outcome of one acquire script run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -306,19 +306,45 @@ impl Node {
         }))
     }
 
-    /// Holder's (token, pttl) and the fencing counter, for `inspect`.
-    pub(crate) async fn peek(
-        &self,
-        keys: &Keys,
-    ) -> RedisResult<(Option<String>, i64, Option<u64>, i64)> {
+    /// Holder's (token, pttl), the fencing counter and the queue length, for `inspect`.
+    pub(crate) async fn peek(&self, keys: &Keys) -> RedisResult<Result<Peek, Foreign>> {
         let mut c = self.conn.clone();
-        let (owner, pttl, fence, queued): (Option<String>, i64, Option<u64>, i64) = redis::pipe()
-            .get(&keys.lock)
-            .pttl(&keys.lock)
-            .get(&keys.fence)
-            .zcard(&keys.queue)
-            .query_async(&mut c)
+        let reply: Value = PEEK
+            .key(&keys.lock)
+            .key(&keys.fence)
+            .key(&keys.queue)
+            .key(&keys.qexp)
+            .invoke_async(&mut c)
             .await?;
-        Ok((owner, pttl, fence, queued))
+        if let Some(f) = foreign_in(&reply) {
+            return Ok(Err(f));
+        }
+        let items = match reply {
+            Value::Array(items) => items,
+            _ => Vec::new(),
+        };
+        let text = |v: Option<&Value>| match v {
+            Some(Value::BulkString(b)) => Some(String::from_utf8_lossy(b).into_owned()),
+            _ => None,
+        };
+        Ok(Ok(Peek {
+            owner: text(items.first()),
+            pttl_ms: items.get(1).map(int).unwrap_or(-2),
+            counter: text(items.get(2)).and_then(|c| c.parse().ok()),
+            queued: items.get(3).map(int).unwrap_or(0),
+        }))
     }
+}
+
+/// One node's view of a lock, for `inspect`.
+#[derive(Debug, Clone)]
+pub(crate) struct Peek {
+    /// The holder's token, if the key exists.
+    pub owner: Option<String>,
+    /// The key's remaining lease (negative: no key, or no expiry).
+    pub pttl_ms: i64,
+    /// The fencing counter, if there is one.
+    pub counter: Option<u64>,
+    /// Queued waiters.
+    pub queued: i64,
 }

@@ -19,6 +19,7 @@ const RELEASE_LUA: &str = with_prelude!("lua/release.lua");
 const EXTEND_LUA: &str = with_prelude!("lua/extend.lua");
 const LEAVE_LUA: &str = with_prelude!("lua/leave.lua");
 const FENCE_WRITEBACK_LUA: &str = with_prelude!("lua/fence_writeback.lua");
+const PEEK_LUA: &str = with_prelude!("lua/peek.lua");
 
 /// Take the lock (fair queue, fencing token) in one round trip.
 pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(ACQUIRE_LUA));
@@ -31,12 +32,15 @@ pub(crate) static LEAVE: LazyLock<Script> = LazyLock::new(|| Script::new(LEAVE_L
 /// Redlock: raise a node's fencing counter to the agreed token.
 pub(crate) static FENCE_WRITEBACK: LazyLock<Script> =
     LazyLock::new(|| Script::new(FENCE_WRITEBACK_LUA));
+/// Read a lock's state (`inspect`).
+pub(crate) static PEEK: LazyLock<Script> = LazyLock::new(|| Script::new(PEEK_LUA));
 
 /// Every script's source, for loading them all in one round trip at connect.
-pub(crate) const ALL: [&str; 5] = [
+pub(crate) const ALL: [&str; 6] = [
     ACQUIRE_LUA,
     RELEASE_LUA,
     EXTEND_LUA,
     LEAVE_LUA,
     FENCE_WRITEBACK_LUA,
+    PEEK_LUA,
 ];

@@ -216,3 +216,30 @@ async fn release_and_extend_meet_foreign_data_with_typed_errors() {
     untouched(port, &z, "hash").await;
     run::<i64>(port, redis::cmd("DEL").arg(&z)).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn inspect_meets_foreign_data_with_typed_errors() {
+    let url = single_url();
+    let port = ports(&url)[0];
+    let lock = connect_or_explain(&url).await;
+    for (what, kind) in [
+        ("lock", "hash"),
+        ("fence", "zset"),
+        ("fence", "x1"),
+        ("queue", "hash"),
+    ] {
+        let y = unique("inspforeign");
+        let key = if what == "lock" {
+            y.clone()
+        } else {
+            aux_key(&y, what)
+        };
+        plant(port, &key, kind).await;
+        match lock.inspect(&y).await {
+            Err(LockError::Backend { message, .. }) if message.contains(&format!("{key:?}")) => {}
+            other => panic!("inspect with {kind} at {key:?}: {other:?}"),
+        }
+        untouched(port, &key, kind).await;
+        run::<i64>(port, redis::cmd("DEL").arg(&key)).await;
+    }
+}

@@ -15,12 +15,7 @@
 -- Returns {1, token} when acquired, {0, pttl ms, queue position, counter} when not (Redlock
 -- takes its token above every counter it hears of, granting or not), {-1, type, key} for
 -- foreign data.
-local bad = foreign_lock_or_queue(KEYS[1], KEYS[3], KEYS[4])
-if bad then
-  return bad
-end
-local counter
-counter, bad = counter_at(KEYS[2])
+local counter, bad = check_lock_keys(KEYS[1], KEYS[2], KEYS[3], KEYS[4])
 if bad then
   return bad
 end

@@ -36,3 +36,13 @@ local function foreign_lock_or_queue(lock, queue, qexp)
   return foreign(lock, 'string') or foreign(queue, 'zset') or foreign(qexp, 'zset')
 end
 
+-- Checks all four keys of a lock and reads its fencing counter: the counter, or nil and the
+-- first foreign report.
+local function check_lock_keys(lock, counter, queue, qexp)
+  local bad = foreign_lock_or_queue(lock, queue, qexp)
+  if bad then
+    return nil, bad
+  end
+  return counter_at(counter)
+end
+
