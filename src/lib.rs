@@ -42,7 +42,7 @@ pub use lock_core::*;
 /// …). Their `Debug` never shows a password.
 pub mod configs {
     #[cfg(feature = "redis")]
-    pub use lock_redis::{RedisConfig, RedisLock, Topology};
+    pub use lock_redis::{EvictionCheck, RedisConfig, RedisLock, Topology};
     #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
     pub use lock_sql::{Dialect, Mode, SqlConfig, SqlLock};
     #[cfg(feature = "zookeeper")]
