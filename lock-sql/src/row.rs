@@ -21,6 +21,7 @@ use lock_core::{
 };
 use sqlx::AssertSqlSafe;
 use sqlx::{AnyPool, Row};
+use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use crate::backend::SqlLock;
@@ -38,58 +39,32 @@ fn ms(d: Duration) -> i64 {
 }
 
 /// One acquisition attempt: `Some(token)` if we now hold the lock.
+///
+/// The attempt runs in its own task, to completion even when the acquire is cancelled
+/// meanwhile: a statement already on its way may still insert the row after the cancel, so
+/// the attempt gives back what it won once no one is left to take it (no timing assumption).
 async fn take(
     lock: &SqlLock,
     name: &str,
     owner: &str,
     ttl: Duration,
 ) -> Result<Option<u64>, Failure> {
-    let q = sqlx::query(AssertSqlSafe(lock.sql.acquire.as_str()))
-        .bind(name)
-        .bind(owner)
-        .bind(ms(ttl));
-    let label = &lock.label;
-    match lock.cfg.dialect {
-        Dialect::MySql => {
-            let res = q
-                .execute(&lock.pool)
-                .await
-                .map_err(|e| classify(e, label, Some(name)))?;
-            if res.last_insert_id().unwrap_or(0) != 1 {
-                return Ok(None);
-            }
-            // We hold the row: draw the token now (the next holder can only draw after we release).
-            let bumped = sqlx::query(AssertSqlSafe(lock.sql.bump.as_str()))
-                .bind(name)
-                .execute(&lock.pool)
-                .await
-                .map_err(|e| classify(e, label, Some(name)));
-            match bumped.map(|r| r.last_insert_id().unwrap_or(0)) {
-                Ok(token) if token > 0 => Ok(Some(token as u64)),
-                other => {
-                    let _ = RowLease::new(lock, name, owner).release().await;
-                    match other {
-                        Err(f) => Err(f),
-                        _ => Err(Failure::Error(LockError::backend(
-                            label,
-                            Some(name),
-                            "the fencing counter returned no token",
-                            None,
-                        ))),
-                    }
-                }
-            }
+    let attempt = RowLease::new(lock, name, owner);
+    let (reply, answer) = oneshot::channel();
+    tokio::spawn(async move {
+        let won = attempt.take(ttl).await;
+        if let Err(Ok(Some(_))) = reply.send(won) {
+            let _ = attempt.release().await;
         }
-        _ => {
-            let row = q
-                .fetch_optional(&lock.pool)
-                .await
-                .map_err(|e| classify(e, label, Some(name)))?;
-            row.map(|r| r.try_get::<i64, _>(0).map(|v| v as u64))
-                .transpose()
-                .map_err(|e| Failure::Error(map(e, label, Some(name))))
-        }
-    }
+    });
+    answer.await.unwrap_or_else(|_| {
+        Err(Failure::Error(LockError::backend(
+            &lock.label,
+            Some(name),
+            "the acquisition attempt ended without an answer",
+            None,
+        )))
+    })
 }
 
 /// The holder's (owner, token, ms left), if a row exists.
@@ -104,14 +79,12 @@ async fn lookup(lock: &SqlLock, name: &str) -> Result<Option<(String, i64, i64)>
         .map_err(|e: sqlx::Error| map(e, &lock.label, Some(name)))
 }
 
-/// Deletes our row if a cancelled acquire left it behind. Runs twice: the second pass catches
-/// an INSERT that was still in flight on another pooled connection during the first.
+/// Deletes our row if the acquire is cancelled after the attempt won it and before the guard
+/// owns it (an attempt cancelled before its answer gives its row back itself, see [`take`]).
 fn cleanup(lock: &SqlLock, name: &str, owner: &str) -> CleanupOnDrop {
     let lease = RowLease::new(lock, name, owner);
     CleanupOnDrop::new(move || {
         Box::pin(async move {
-            let _ = lease.release().await;
-            tokio::time::sleep(Duration::from_millis(300)).await;
             let _ = lease.release().await;
         })
     })
@@ -156,10 +129,15 @@ pub(crate) async fn acquire(
         let armed = cleanup(lock, name, &owner);
         match take(lock, name, &owner, opts.ttl).await {
             Ok(Some(token)) => {
-                armed.disarm();
+                // The cleanup stays armed until the guard owns the row: `LockGuard::start` may
+                // still renew a late reply, and a cancel there would leave the row held for a lease.
                 match guard(lock, name, &owner, token, opts, started).await {
-                    Ok(g) => return Ok(Some(g)),
-                    // Won too late to be of use (released again): retry while the wait allows.
+                    Ok(g) => {
+                        armed.disarm();
+                        return Ok(Some(g));
+                    }
+                    // Won too late to be of use and given back (the still-armed cleanup deletes
+                    // the row again in case that failed): retry while the wait allows.
                     Err(_) if !try_only && !deadline.expired() => continue,
                     Err(e) => return Err(e),
                 }
@@ -271,6 +249,46 @@ impl RowLease {
             owner: owner.to_owned(),
             label: lock.label.clone(),
             queue_key: lock.queue_key(name),
+        }
+    }
+
+    /// Takes the lock if the row is absent or expired: `Some(token)` if we now hold it.
+    async fn take(&self, ttl: Duration) -> Result<Option<u64>, Failure> {
+        let name = self.name.as_str();
+        let c = |e| classify(e, &self.label, Some(name));
+        let q = sqlx::query(AssertSqlSafe(self.sql.acquire.as_str()))
+            .bind(name)
+            .bind(&self.owner)
+            .bind(ms(ttl));
+        if self.dialect != Dialect::MySql {
+            let row = q.fetch_optional(&self.pool).await.map_err(c)?;
+            return row
+                .map(|r| r.try_get::<i64, _>(0).map(|v| v as u64))
+                .transpose()
+                .map_err(|e| Failure::Error(map(e, &self.label, Some(name))));
+        }
+        if q.execute(&self.pool).await.map_err(c)?.last_insert_id() != Some(1) {
+            return Ok(None);
+        }
+        // We hold the row: draw the token now (the next holder can only draw after we release).
+        let bumped = sqlx::query(AssertSqlSafe(self.sql.bump.as_str()))
+            .bind(name)
+            .execute(&self.pool)
+            .await
+            .map_err(c);
+        match bumped.map(|r| r.last_insert_id().unwrap_or(0)) {
+            Ok(token) if token > 0 => Ok(Some(token as u64)),
+            other => {
+                let _ = self.release().await;
+                Err(other.err().unwrap_or_else(|| {
+                    Failure::Error(LockError::backend(
+                        &self.label,
+                        Some(name),
+                        "the fencing counter returned no token",
+                        None,
+                    ))
+                }))
+            }
         }
     }
 

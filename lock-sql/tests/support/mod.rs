@@ -72,6 +72,11 @@ impl SqlHarness {
         }
     }
 
+    /// The URL this harness's clients connect to.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
     fn table(&self) -> &str {
         &self.admin.config().table
     }
@@ -111,11 +116,15 @@ impl SqlHarness {
                     .try_get(0)
                     .unwrap();
                 let wait_sql = format!(
-                    "SET STATEMENT innodb_lock_wait_timeout = 30 FOR SELECT name FROM {} WHERE name = ? FOR UPDATE",
+                    "SELECT name FROM {} WHERE name = ? FOR UPDATE",
                     self.table()
                 );
                 let name2 = name.to_owned();
                 let waiter = tokio::spawn(async move {
+                    sqlx::query("SET SESSION innodb_lock_wait_timeout = 30")
+                        .execute(&mut *probe)
+                        .await
+                        .unwrap();
                     sqlx::query("BEGIN").execute(&mut *probe).await.unwrap();
                     let _ = sqlx::query(AssertSqlSafe(wait_sql))
                         .bind(name2)
@@ -168,20 +177,8 @@ impl Harness for SqlHarness {
                 crash: Box::new(|| Box::pin(async {})),
             };
         }
-        let port = if self.dialect == Dialect::Postgres {
-            15432
-        } else {
-            13306
-        };
-        let upstream_port = url_port(&self.url).unwrap_or(port);
-        let proxy = FaultProxy::start(([127, 0, 0, 1], upstream_port).into())
-            .await
-            .unwrap();
-        let url = self.url.replace(
-            &format!(":{upstream_port}/"),
-            &format!(":{}/", proxy.addr().port()),
-        );
-        let lock: Arc<dyn DistributedLock> = Arc::new(connect_or_explain(&url).await);
+        let (lock, proxy) = through_proxy(&self.url).await;
+        let lock: Arc<dyn DistributedLock> = Arc::new(lock);
         CrashableClient {
             lock,
             crash: Box::new(move || {
@@ -240,6 +237,20 @@ impl Harness for SqlHarness {
         let url = with_mode(&url, self.mode);
         lock_sql::connect(&url).await
     }
+}
+
+/// A client of `url` routed through a fresh [`FaultProxy`] (PostgreSQL and MariaDB only), and
+/// the proxy that carries its traffic.
+pub async fn through_proxy(url: &str) -> (SqlLock, FaultProxy) {
+    let upstream = url_port(url).expect("a URL with a port");
+    let proxy = FaultProxy::start(([127, 0, 0, 1], upstream).into())
+        .await
+        .unwrap();
+    let proxied = url.replace(
+        &format!(":{upstream}/"),
+        &format!(":{}/", proxy.addr().port()),
+    );
+    (connect_or_explain(&proxied).await, proxy)
 }
 
 fn url_port(url: &str) -> Option<u16> {
