@@ -18,7 +18,10 @@ use tracing::Instrument;
 use crate::config::{Dialect, Mode, SqlConfig};
 use crate::error::{classify, map, Failure};
 use crate::notify::Wakeups;
-use crate::statements::{statements, Statements};
+use crate::statements::{
+    object_exists, statements, Statements, MYSQL_SEQUENCE_EXISTS, MYSQL_SESSION, PG_SCHEMA_LOCK,
+    SQLITE_SESSION,
+};
 use crate::{for_update, row};
 
 /// A SQL lock client: a connection pool, the statements for its table, and (PostgreSQL) the
@@ -63,16 +66,12 @@ impl SqlLock {
             .after_connect(move |conn, _| {
                 Box::pin(async move {
                     if mysql {
-                        // No gap locks: a lock on one missing name never blocks another name.
-                        conn.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
-                            .await?;
+                        conn.execute(MYSQL_SESSION).await?;
                     }
                     if sqlite {
-                        // WAL lets readers and one writer share the file across processes; the
-                        // busy timeout makes writers queue instead of failing.
-                        conn.execute("PRAGMA journal_mode = WAL").await?;
-                        conn.execute("PRAGMA busy_timeout = 10000").await?;
-                        conn.execute("PRAGMA synchronous = NORMAL").await?;
+                        for pragma in SQLITE_SESSION {
+                            conn.execute(*pragma).await?;
+                        }
                     }
                     Ok(())
                 })
@@ -107,9 +106,9 @@ impl SqlLock {
         &self.pool
     }
 
-    /// Creates the table (and counter) if missing. Safe when many processes start at once:
-    /// PostgreSQL serializes creators with a transaction-scoped advisory lock; "already exists"
-    /// races are tolerated everywhere.
+    /// Creates the tables (and counter) that are missing. Safe when many processes start at
+    /// once: PostgreSQL serializes creators with a transaction-scoped advisory lock; "already
+    /// exists" races are tolerated everywhere. Bounded: 10 attempts, 20–200 ms apart.
     async fn create_schema(&self) -> Result<(), LockError> {
         for attempt in 0..10u32 {
             match self.try_create_schema().await {
@@ -132,58 +131,70 @@ impl SqlLock {
     }
 
     async fn try_create_schema(&self) -> Result<(), Failure> {
-        if self.cfg.dialect != Dialect::Sqlite && self.schema_exists().await? {
-            // MySQL DDL, even `IF NOT EXISTS`, queues for an exclusive metadata lock behind every
-            // open for_update transaction and blocks all later statements on the table meanwhile;
-            // PostgreSQL checks the CREATE privilege before `IF NOT EXISTS`, so a user with only
-            // SELECT/INSERT/UPDATE/DELETE on existing tables could not connect otherwise.
+        let c = |e| classify(e, &self.label, None);
+        // MySQL DDL, even `IF NOT EXISTS`, queues for an exclusive metadata lock behind every
+        // open for_update transaction and blocks all later statements on the table meanwhile;
+        // PostgreSQL checks the CREATE privilege before `IF NOT EXISTS`, so a user with only
+        // SELECT/INSERT/UPDATE/DELETE on existing tables could not connect otherwise. So only
+        // what is missing is created.
+        let mut missing = Vec::new();
+        for ddl in &self.sql.schema {
+            match &ddl.object {
+                Some(object) if self.exists(object, object_exists(self.cfg.dialect)).await? => {}
+                _ => missing.push(ddl.sql.clone()),
+            }
+        }
+        if missing.is_empty() {
             return Ok(());
         }
-        let mut tx = self
-            .pool
-            .begin()
-            .await
-            .map_err(|e| classify(e, &self.label, None))?;
+        let floor = self.token_floor().await?;
+        let mut tx = self.pool.begin().await.map_err(c)?;
         if self.cfg.dialect == Dialect::Postgres {
-            tx.execute("SELECT pg_advisory_xact_lock(7261982733)")
-                .await
-                .map_err(|e| classify(e, &self.label, None))?;
+            tx.execute(PG_SCHEMA_LOCK).await.map_err(c)?;
         }
-        for stmt in &self.sql.schema {
-            if let Err(e) = tx.execute(AssertSqlSafe(stmt.clone())).await {
+        for stmt in missing {
+            let stmt = stmt.replace("{floor}", &floor.to_string());
+            if let Err(e) = tx.execute(AssertSqlSafe(stmt)).await {
                 if !already_exists(&e) {
-                    return Err(classify(e, &self.label, None));
+                    return Err(c(e));
                 }
             }
         }
-        tx.commit()
-            .await
-            .map_err(|e| classify(e, &self.label, None))
+        tx.commit().await.map_err(c)
     }
-}
 
-impl SqlLock {
-    /// MySQL, PostgreSQL: whether the schema's tables (and sequence) exist already (in the
-    /// current database; PostgreSQL: on the search path).
-    async fn schema_exists(&self) -> Result<bool, Failure> {
-        let sql = match self.cfg.dialect {
-            Dialect::Postgres => {
-                "SELECT CAST((to_regclass($1) IS NOT NULL)::int + (to_regclass($2) IS NOT NULL)::int AS BIGINT)"
-            }
-            _ => {
-                "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name IN (?, ?)"
-            }
-        };
-        let row = sqlx::query(sql)
-            .bind(&self.sql.objects[0])
-            .bind(&self.sql.objects[1])
+    /// Whether `object` exists, by `sql` (one bound name, returns a count).
+    async fn exists(&self, object: &str, sql: &str) -> Result<bool, Failure> {
+        let row = sqlx::query(AssertSqlSafe(sql))
+            .bind(object)
             .fetch_one(&self.pool)
             .await
             .map_err(|e| classify(e, &self.label, None))?;
         let n: i64 = row
             .try_get(0)
             .map_err(|e| Failure::Error(map(e, &self.label, None)))?;
-        Ok(n == 2)
+        Ok(n > 0)
+    }
+
+    /// MySQL for_update: the first token the token table hands out. Above every token an
+    /// earlier version issued from its MariaDB sequence `<table>_fence`, when that exists (a
+    /// value drawn from it now exceeds all of them); 1 otherwise. Only read while the token
+    /// table is being created: clients of the earlier version must be stopped by then.
+    async fn token_floor(&self) -> Result<i64, Failure> {
+        let Some((sequence, next)) = &self.sql.old_sequence else {
+            return Ok(1);
+        };
+        if !self.exists(sequence, MYSQL_SEQUENCE_EXISTS).await? {
+            return Ok(1);
+        }
+        let row = sqlx::query(AssertSqlSafe(next.as_str()))
+            .fetch_one(&self.pool)
+            .await
+            .map_err(|e| classify(e, &self.label, None))?;
+        let v: i64 = row
+            .try_get(0)
+            .map_err(|e| Failure::Error(map(e, &self.label, None)))?;
+        Ok(v.max(1))
     }
 }
 

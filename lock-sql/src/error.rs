@@ -103,8 +103,9 @@ pub(crate) fn map(err: sqlx::Error, backend: &str, name: Option<&str>) -> LockEr
         {
             LockError::invalid_config(format!(
                 "{backend}: the database user lacks a privilege the lock needs: {}; it needs \
-                 SELECT, INSERT, UPDATE and DELETE on the lock tables (and USAGE on the \
-                 for_update sequence), plus CREATE once if the tables do not exist yet",
+                 SELECT, INSERT, UPDATE and DELETE on the lock tables (and on PostgreSQL \
+                 USAGE on the for_update sequence), plus CREATE once if the tables do not \
+                 exist yet",
                 db.message()
             ))
         }

@@ -6,18 +6,35 @@
 //!   DATABASE clock). Acquire is one statement that inserts the row or atomically takes over an
 //!   expired one; release deletes by name and owner; renewal (every ttl/3) extends by owner.
 //!   A crashed holder's lock frees when its lease runs out.
-//! * **for_update mode** (`mode=for_update`; PostgreSQL and MariaDB): a row per name (default
-//!   table `distlock_rows`) locked by a transaction held open on a dedicated pooled connection
-//!   for the life of the guard; the fencing counter is bumped by the statement that takes the
-//!   row lock; release commits. A crashed holder's lock frees when the database sees its
-//!   connection close. SQLite has no `FOR UPDATE`: asking for it is `InvalidConfig`.
+//! * **for_update mode** (`mode=for_update`; PostgreSQL and MySQL/MariaDB): a row per name
+//!   (default table `distlock_rows`, the row created on first use) locked by a transaction held
+//!   open on a dedicated pooled connection for the life of the guard; the fencing token is drawn
+//!   after the row lock is granted; release commits. A crashed holder's lock frees when the
+//!   database sees its connection close, or after 2 × ttl of silence (the transaction's idle
+//!   bound). SQLite has no `FOR UPDATE`: asking for it is `InvalidConfig`.
 //!
 //! # Fencing tokens
-//! Row mode: PostgreSQL and MariaDB draw tokens from a sequence `<table>_fence` (MariaDB ≥ 10.3
-//! sequences; plain MySQL is not supported in row mode), SQLite from a counter row kept by
-//! triggers; a takeover of an expired row always gets `max(new, old + 1)`. for_update: the row's
-//! own counter. Tokens strictly increase per name as long as the table and sequence are not
-//! dropped or reset.
+//! Every token is drawn only once the lock is won, from a counter that survives the lock row's
+//! deletion and is never rolled back:
+//!
+//! | mode | PostgreSQL | MySQL/MariaDB | SQLite |
+//! |---|---|---|---|
+//! | row | per-name counter `<table>_fences`, bumped in the acquiring statement | per-name counter `<table>_fences`, bumped by a second statement while the row is held | one counter row `<table>_fence` for the table (kept by triggers); a takeover gets `max(counter + 1, old + 1)` |
+//! | for_update | sequence `<table>_fence`, `nextval` in the locking statement | `AUTO_INCREMENT` table `<table>_fences` (`REPLACE` in the lock transaction after the locking read) | – |
+//!
+//! Tokens strictly increase per name as long as these tables and the sequence are not dropped
+//! or reset. MySQL/MariaDB for_update tables created by an earlier version (which drew from a
+//! MariaDB sequence `<table>_fence`) get a token table that starts above that sequence; stop
+//! every client of the earlier version before the first client of this one starts, or the two
+//! draw from different counters.
+//!
+//! Where the guarantee ends: row mode commits each token before handing it out, so it survives
+//! a database crash when commits are durable (SQLite runs with `synchronous = FULL` for this;
+//! PostgreSQL needs `fsync` and `synchronous_commit` on, MySQL `innodb_flush_log_at_trx_commit
+//! = 1`). for_update draws the token inside the lock transaction, which commits only at
+//! release: a database crash shortly after an acquisition (before the write-ahead or redo log
+//! holding the counter's advance reaches disk, typically well under a second) can hand the
+//! same token out again after recovery. A database restored from a backup can always do so.
 //!
 //! # Waiting and fairness
 //! In both modes the waiters of one process for one lock queue in arrival order in the process
@@ -27,12 +44,17 @@
 //! PostgreSQL wakes heads by `LISTEN/NOTIFY` (one listener connection per client, the release
 //! statement notifies); MySQL and SQLite heads back off with jitter, 2 ms → 100 ms; every head
 //! also wakes at the holder's expiry. Row mode is FIFO within a process, not across processes.
-//! for_update heads wait in the database's lock queue (FIFO on PostgreSQL).
+//! for_update heads wait in the database's lock queue (FIFO on PostgreSQL), bounded by
+//! `lock_timeout` (PostgreSQL, ms) or `innodb_lock_wait_timeout` (MySQL, whole seconds rounded
+//! up, one hour at most per statement and repeated for longer or endless waits). A zero wait
+//! tries once, on a name never used before too.
 //!
 //! # Cancel safety
-//! A dropped row-mode acquire deletes any row it may have inserted (twice, to catch an insert
-//! still in flight on another pooled connection); a dropped for_update acquire rolls back its
-//! transaction before the connection is reused.
+//! A row-mode acquisition attempt runs to completion in its own task; if the acquire was
+//! dropped meanwhile, the attempt deletes the row it won. Once the attempt has answered, a
+//! dropped acquire deletes the row until the guard owns it (including while the guard's start
+//! renews a late reply). A dropped for_update acquire rolls back its transaction before the
+//! connection is reused.
 //!
 //! # Pooling
 //! One sqlx pool per client (`max_connections`, default 16 in row mode, 100 in for_update mode);
@@ -40,6 +62,12 @@
 //! for one name hold one between them (the head's). Lock names, tokens and durations are
 //! always bound parameters; the table name is the only text in SQL and is validated as an
 //! identifier.
+//!
+//! # Servers tested
+//! PostgreSQL 15 (row, for_update), MariaDB 10.11 (row, for_update) and the SQLite bundled by
+//! sqlx (row) run the whole test suite. MySQL 8: every MySQL/MariaDB statement is SQL that
+//! MySQL 8 documents (no sequences, `SET STATEMENT` or `RETURNING`; a unit test checks the
+//! statement texts), but no MySQL server has run the tests.
 
 mod backend;
 pub mod config;

@@ -230,3 +230,97 @@ async fn bad_input_is_typed_and_never_leaks_the_password() {
         .unwrap_err();
     assert!(matches!(e, LockError::Unavailable { .. }), "{e}");
 }
+
+/// Every pooled SQLite connection syncs the WAL at each commit (`synchronous = FULL` = 2): with
+/// `NORMAL` a power loss can roll back the last commits, and with them the fencing counter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_commits_survive_power_loss() {
+    let lock = connect_or_explain(&sqlite_url()).await;
+    let mut conns = Vec::new();
+    for _ in 0..4 {
+        conns.push(lock.pool().acquire().await.unwrap());
+    }
+    for conn in &mut conns {
+        let row = sqlx::query("PRAGMA synchronous")
+            .fetch_one(&mut **conn)
+            .await
+            .unwrap();
+        assert_eq!(
+            row.try_get::<i64, _>(0).unwrap(),
+            2,
+            "synchronous is not FULL"
+        );
+        let row = sqlx::query("PRAGMA journal_mode")
+            .fetch_one(&mut **conn)
+            .await
+            .unwrap();
+        assert_eq!(row.try_get::<String, _>(0).unwrap(), "wal");
+    }
+}
+
+/// MariaDB for_update: a zero wait on a held name is one `NOWAIT` try, not a 1 s lock wait.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mariadb_for_update_zero_wait_on_a_held_name_answers_at_once() {
+    let url = format!("{}?mode=for_update", mysql_url());
+    let (c1, c2) = (
+        connect_or_explain(&url).await,
+        connect_or_explain(&url).await,
+    );
+    let name = format!("zero-held-{}", &lock_core::owner_token()[..8]);
+    let g = c1.acquire(&name, &wait(5)).await.unwrap();
+    for _ in 0..3 {
+        let t = std::time::Instant::now();
+        let e = c2
+            .acquire(&name, &AcquireOptions::new().wait(Duration::ZERO))
+            .await
+            .unwrap_err();
+        assert!(matches!(e, LockError::Timeout { .. }), "{e}");
+        assert!(
+            t.elapsed() < Duration::from_millis(500),
+            "a zero wait took {:?}",
+            t.elapsed()
+        );
+    }
+    g.release().await.unwrap();
+}
+
+/// MariaDB for_update on tables an earlier version created (the row table and a token
+/// sequence): the new token table starts above every token the sequence handed out, for names
+/// used before and new ones, and tokens keep rising.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mariadb_for_update_tokens_continue_above_the_old_sequence() {
+    let table = format!("t_{}", &lock_core::owner_token()[..10]);
+    let admin = connect_or_explain(&format!("{}?mode=row", mysql_url())).await;
+    let run = |sql: String| {
+        let pool = admin.pool().clone();
+        async move {
+            sqlx::query(AssertSqlSafe(sql))
+                .execute(&pool)
+                .await
+                .unwrap();
+        }
+    };
+    run(format!(
+        "CREATE TABLE {table} (name VARBINARY(1024) NOT NULL PRIMARY KEY) ENGINE=InnoDB"
+    ))
+    .await;
+    run(format!("CREATE SEQUENCE {table}_fence ENGINE=InnoDB")).await;
+    run(format!("SELECT SETVAL({table}_fence, 5000)")).await;
+    run(format!("INSERT INTO {table} (name) VALUES ('used-before')")).await;
+    let lock = connect_or_explain(&format!("{}?mode=for_update&table={table}", mysql_url())).await;
+    let mut last = 5000;
+    for name in ["used-before", "new-name", "used-before", "new-name"] {
+        let g = lock.acquire(name, &wait(5)).await.unwrap();
+        assert!(
+            g.fencing_token() > last,
+            "{name}: token {} after {last}",
+            g.fencing_token()
+        );
+        last = g.fencing_token();
+        g.release().await.unwrap();
+    }
+    for t in [table.clone(), format!("{table}_fences")] {
+        run(format!("DROP TABLE IF EXISTS {t}")).await;
+    }
+    run(format!("DROP SEQUENCE IF EXISTS {table}_fence")).await;
+}
