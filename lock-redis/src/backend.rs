@@ -297,7 +297,12 @@ impl RedisLock {
         name::validate(name)?;
         opts.validate()?;
         let keys = Keys::new(&self.cfg.prefix, name);
-        let token = self.cfg.test_hooks.owner_token.clone().unwrap_or_else(owner_token);
+        let token = self
+            .cfg
+            .test_hooks
+            .owner_token
+            .clone()
+            .unwrap_or_else(owner_token);
         let deadline = Deadline::after(opts.wait);
         // Waiters queue (FIFO). On Redlock every master orders its queue by the waiter's own
         // arrival time, so the same waiter heads every queue and wins a quorum (clock skew
