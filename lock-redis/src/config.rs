@@ -216,9 +216,9 @@ impl RedisConfig {
             Topology::Single if n != 1 => Err(LockError::invalid_config(format!(
                 "redis:// takes exactly one host, got {n}; use redlock:// for several masters"
             ))),
-            Topology::Redlock if n < 3 || n.is_multiple_of(2) => Err(LockError::invalid_config(format!(
-                "Redlock needs an odd number of at least 3 independent masters, got {n}"
-            ))),
+            Topology::Redlock if n < 3 || n.is_multiple_of(2) => Err(LockError::invalid_config(
+                format!("Redlock needs an odd number of at least 3 independent masters, got {n}"),
+            )),
             _ => Ok(()),
         }
     }
