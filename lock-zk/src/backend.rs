@@ -189,17 +189,12 @@ impl ZkLock {
                 ));
             };
             if idx == 0 {
+                let token = czxid as u64;
+                let guard = self.guard(&session, &mine, &ours, name, token, opts, confirmed_at);
+                // Armed until the guard owns the node: building it may take a round trip.
+                let guard = guard.await?;
                 cleanup.disarm();
-                let guard = self.guard(
-                    &session,
-                    &mine,
-                    &ours,
-                    name,
-                    czxid as u64,
-                    opts,
-                    confirmed_at,
-                );
-                return guard.await.map(Some);
+                return Ok(Some(guard));
             }
             if try_only {
                 cleanup.run_now().await;

@@ -12,7 +12,9 @@ pub struct ZkConfig {
     pub hosts: Vec<HostPort>,
     /// Chroot (`/app`), or empty; it must exist.
     pub chroot: String,
-    /// Session timeout: a crashed holder's lock is freed this long after it went silent.
+    /// Session timeout: a crashed holder's lock is freed this long after it went silent. It
+    /// also sets how long a held guard stays valid between checks and the store stalls it rides
+    /// out ([`ZkConfig::stall_tolerance`]).
     pub session_timeout: Duration,
     /// Bound on establishing a session.
     pub connect_timeout: Duration,
