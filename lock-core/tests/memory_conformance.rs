@@ -48,3 +48,76 @@ impl Harness for MemoryHarness {
 lock_core::conformance_suite!(MemoryHarness {
     store: MemoryStore::new()
 });
+
+/// A deliberately broken backend: every name maps to one lock (the class of bug where two
+/// names share a key). The differential test must catch it.
+#[derive(Debug)]
+struct OneKeyForAll(Arc<dyn DistributedLock>);
+
+#[async_trait]
+impl DistributedLock for OneKeyForAll {
+    async fn acquire(
+        &self,
+        _name: &str,
+        opts: &lock_core::AcquireOptions,
+    ) -> Result<lock_core::LockGuard, LockError> {
+        self.0.acquire("shared", opts).await
+    }
+
+    async fn try_acquire(
+        &self,
+        _name: &str,
+        opts: &lock_core::AcquireOptions,
+    ) -> Result<Option<lock_core::LockGuard>, LockError> {
+        self.0.try_acquire("shared", opts).await
+    }
+
+    fn capabilities(&self) -> lock_core::Capabilities {
+        self.0.capabilities()
+    }
+
+    fn backend_name(&self) -> String {
+        "one-key-for-all".into()
+    }
+}
+
+struct BrokenHarness {
+    store: MemoryStore,
+}
+
+#[async_trait]
+impl Harness for BrokenHarness {
+    async fn client(&self) -> Arc<dyn DistributedLock> {
+        Arc::new(OneKeyForAll(self.store.client()))
+    }
+
+    async fn crashable_client(&self) -> CrashableClient {
+        CrashableClient {
+            lock: self.client().await,
+            crash: Box::new(|| Box::pin(async {})),
+        }
+    }
+
+    async fn remove_underneath(&self, _name: &str) {
+        self.store.remove("shared");
+    }
+
+    async fn traces(&self, _name: &str) -> usize {
+        usize::from(self.store.has_entry("shared"))
+    }
+
+    async fn unreachable(&self) -> Result<Arc<dyn DistributedLock>, LockError> {
+        Err(LockError::unavailable("memory", None, "no store", None))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn differential_catches_names_sharing_one_lock() {
+    let h = BrokenHarness {
+        store: MemoryStore::new(),
+    };
+    let e = lock_core::conformance::differential_run(&h, 40, 7)
+        .await
+        .expect_err("the differential test missed two names sharing one lock");
+    assert!(e.contains("reference gave"), "{e}");
+}

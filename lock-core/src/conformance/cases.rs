@@ -591,3 +591,197 @@ pub async fn thousand_locks_held_at_once(h: &dyn Harness) {
         g.release().await.unwrap();
     }
 }
+
+/// Names shaped like another name's auxiliary store entries (Redis counter and queue keys,
+/// ZooKeeper contender nodes, nested paths) and case, space and accent variants are distinct
+/// locks: holding any of them never blocks, clobbers or is clobbered by another, in either
+/// order, and nothing is left behind.
+pub async fn look_alike_names_are_distinct(h: &dyn Harness) {
+    let (c1, c2) = (h.client().await, h.client().await);
+    let base = unique_name("alike");
+    let shapes: Vec<String> = vec![
+        format!("{{{base}}}:fence"),
+        format!("{{{base}}}:queue"),
+        format!("{{{base}}}:qexp"),
+        format!("{{{base}}}"),
+        format!("{base}:fence"),
+        format!("distlock:released:{base}"),
+        format!("{base}/lock-0"),
+        format!("{base}/lock-0000000001"),
+        format!("{base}/block-"),
+        format!("{base}/x-lock-"),
+        format!("{base}/_c_00000000-0000-0000-0000-000000000000-lock-0000000001"),
+        format!("{base}/a/lock-"),
+        base.to_uppercase(),
+        format!("{base} "),
+        format!(" {base}"),
+        format!("{base}\u{e9}"),
+        format!("{base}e\u{301}"),
+        format!("{base}:"),
+        format!("{base}/"),
+    ];
+    let quick = AcquireOptions::new().wait(Duration::from_secs(3));
+    let mut accepted = Vec::new();
+    // The base name held first: every look-alike is free, and taking it leaves the base held.
+    let g = must_acquire(&*c1, &base, &opts()).await;
+    let mut held = Vec::new();
+    for name in &shapes {
+        let t = Instant::now();
+        match c2.acquire(name, &quick).await {
+            Ok(g2) => {
+                accepted.push(name.clone());
+                held.push(g2);
+            }
+            Err(LockError::InvalidName { .. }) => {}
+            Err(e) => panic!(
+                "{}: {name:?} while {base:?} is held: {e} after {:?}",
+                c1.backend_name(),
+                t.elapsed()
+            ),
+        }
+    }
+    assert!(
+        must_try(&*c2, &base).await.is_none(),
+        "{}: taking look-alike names freed {base:?}",
+        c1.backend_name()
+    );
+    assert!(
+        !g.is_lost(),
+        "{}: look-alikes made {base:?} lost",
+        c1.backend_name()
+    );
+    for g2 in held.drain(..) {
+        g2.release().await.unwrap();
+    }
+    assert!(
+        must_try(&*c2, &base).await.is_none(),
+        "{}: releasing look-alike names freed {base:?}",
+        c1.backend_name()
+    );
+    let first = g.fencing_token();
+    g.release().await.unwrap();
+
+    // The look-alikes held first: the base name is free, twice in a row, with rising tokens.
+    for name in &accepted {
+        held.push(must_acquire(&*c2, name, &quick).await);
+    }
+    let mut last = first;
+    for round in 0..2 {
+        let t = Instant::now();
+        let g = match c1.acquire(&base, &quick).await {
+            Ok(g) => g,
+            Err(e) => panic!(
+                "{}: {base:?} (round {round}) while its look-alikes are held: {e} after {:?}",
+                c1.backend_name(),
+                t.elapsed()
+            ),
+        };
+        assert!(
+            g.fencing_token() > last,
+            "{}: token went back",
+            c1.backend_name()
+        );
+        last = g.fencing_token();
+        g.release().await.unwrap();
+    }
+    for name in &accepted {
+        assert!(
+            must_try(&*c1, name).await.is_none(),
+            "{}: {name:?} no longer held after {base:?} was taken",
+            c1.backend_name()
+        );
+    }
+    for g2 in held {
+        g2.release().await.unwrap();
+    }
+    assert!(
+        accepted.len() >= 10,
+        "{}: only {} look-alike names accepted: {accepted:?}",
+        c1.backend_name(),
+        accepted.len()
+    );
+    wait_for_no_traces(h, &base, Duration::from_secs(5)).await;
+    for name in &accepted {
+        wait_for_no_traces(h, name, Duration::from_secs(5)).await;
+    }
+}
+
+/// A zero wait means "try once": `acquire` and `try_acquire` with `wait(0)` on a name never
+/// used before get the lock, whether or not the client holds another name; on a held name
+/// `acquire` with a zero wait fails with `Timeout` at once.
+pub async fn zero_wait_on_fresh_name(h: &dyn Harness) {
+    let (c1, c2) = (h.client().await, h.client().await);
+    let zero = AcquireOptions::new().wait(Duration::ZERO);
+    let other = unique_name("zero-other");
+    let mut other_guard = None;
+    for with_other in [false, true] {
+        if with_other {
+            other_guard = Some(must_acquire(&*c1, &other, &opts()).await);
+        }
+        let fresh = unique_name("zero-try");
+        let g = match c1.try_acquire(&fresh, &zero).await {
+            Ok(Some(g)) => g,
+            other => panic!(
+                "{}: try_acquire with a zero wait on a fresh name (another held: {with_other}) gave {other:?}",
+                c1.backend_name()
+            ),
+        };
+        g.release().await.unwrap();
+        let fresh = unique_name("zero-acq");
+        let t = Instant::now();
+        let g = match c1.acquire(&fresh, &zero).await {
+            Ok(g) => g,
+            Err(e) => panic!(
+                "{}: acquire with a zero wait on a fresh name (another held: {with_other}): {e}",
+                c1.backend_name()
+            ),
+        };
+        assert!(t.elapsed() < Duration::from_secs(2));
+        // Held: a zero wait from another client is a prompt Timeout.
+        let t = Instant::now();
+        match c2.acquire(&fresh, &zero).await {
+            Err(LockError::Timeout { .. }) => {}
+            other => panic!(
+                "{}: zero wait on a held name gave {other:?}",
+                c1.backend_name()
+            ),
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(2),
+            "zero wait took {:?}",
+            t.elapsed()
+        );
+        g.release().await.unwrap();
+        wait_for_no_traces(h, &fresh, Duration::from_secs(3)).await;
+    }
+    if let Some(g) = other_guard {
+        g.release().await.unwrap();
+    }
+}
+
+/// `extend` to a shorter lease reschedules renewal: the lock stays held for several of the
+/// new, shorter leases, and no other client gets it meanwhile.
+pub async fn extend_shorter_keeps_lock(h: &dyn Harness) {
+    let (c1, c2) = (h.client().await, h.client().await);
+    let name = unique_name("shorter");
+    let g = must_acquire(&*c1, &name, &opts().ttl(Duration::from_secs(9))).await;
+    // Let the renewal task settle on the 9 s lease's schedule first.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    g.extend(Duration::from_secs(1)).await.unwrap();
+    assert_eq!(g.ttl(), Duration::from_secs(1));
+    let until = Instant::now() + Duration::from_millis(3500);
+    while Instant::now() < until {
+        assert!(
+            !g.is_lost(),
+            "{}: lost after extend to a shorter lease: {g:?}",
+            c1.backend_name()
+        );
+        assert!(
+            must_try(&*c2, &name).await.is_none(),
+            "{}: another client took the lock after extend to a shorter lease",
+            c1.backend_name()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    g.release().await.unwrap();
+}

@@ -13,9 +13,11 @@
 //! in-memory reference backend call the same code.
 
 mod cases;
+mod differential;
 mod harness;
 
 pub use cases::*;
+pub use differential::{differential_against_reference, differential_run, Case, Op};
 pub use harness::{CrashableClient, Harness};
 
 /// The limit every conformance case runs under; a case that hangs fails instead.
@@ -55,6 +57,10 @@ macro_rules! conformance_suite {
             independent_names_do_not_block,
             local_waiters_served_in_arrival_order,
             thousand_locks_held_at_once,
+            look_alike_names_are_distinct,
+            zero_wait_on_fresh_name,
+            extend_shorter_keeps_lock,
+            differential_against_reference,
         );
     };
     (@cases $harness:expr; $($case:ident),* $(,)?) => {
