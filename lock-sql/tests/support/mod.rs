@@ -133,7 +133,10 @@ impl SqlHarness {
                     sqlx::query("ROLLBACK").execute(&mut *probe).await.unwrap();
                 });
                 let mut killed = false;
-                for _ in 0..400 {
+                // MariaDB refreshes the INNODB_TRX / INNODB_LOCK_WAITS snapshot only when it was
+                // not read for 100 ms: polled faster (say, by two of these at once) it never
+                // shows the probe waiting. So: every 200-300 ms, for about 25 s.
+                for _ in 0..100 {
                     let row = sqlx::query(
                         "SELECT CAST(b.trx_mysql_thread_id AS SIGNED) FROM information_schema.INNODB_LOCK_WAITS w \
                          JOIN information_schema.INNODB_TRX b ON b.trx_id = w.blocking_trx_id \
@@ -153,7 +156,9 @@ impl SqlHarness {
                         killed = true;
                         break;
                     }
-                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    let pause = Duration::from_millis(200)
+                        + lock_core::wait::random_up_to(Duration::from_millis(100));
+                    tokio::time::sleep(pause).await;
                 }
                 waiter.await.unwrap();
                 assert!(killed, "no connection held {name:?}");
