@@ -55,7 +55,7 @@ impl RawClient {
                                 use sqlx::Executor;
                                 conn.execute("PRAGMA journal_mode = WAL").await?;
                                 conn.execute("PRAGMA busy_timeout = 10000").await?;
-                                conn.execute("PRAGMA synchronous = NORMAL").await?;
+                                conn.execute("PRAGMA synchronous = FULL").await?;
                             }
                             Ok(())
                         })
