@@ -43,6 +43,11 @@ pub struct Capabilities {
     pub fifo: bool,
     /// The backend can report the waiting queue length.
     pub queue_length: bool,
+    /// The longest store stall (no reply at all: fsync stalls, GC, leader elections) a held
+    /// guard rides out at the default lease without being reported lost, where the backend
+    /// bounds it by its own configuration (ZooKeeper: a share of the session timeout). `None`:
+    /// bounded by the lease alone (a renewal has two thirds of the lease to come back).
+    pub stall_tolerance: Option<std::time::Duration>,
 }
 
 impl Capabilities {
@@ -55,6 +60,7 @@ impl Capabilities {
             wakeup,
             fifo,
             queue_length: false,
+            stall_tolerance: None,
         }
     }
 
@@ -67,7 +73,14 @@ impl Capabilities {
             wakeup,
             fifo,
             queue_length: false,
+            stall_tolerance: None,
         }
+    }
+
+    /// Sets `stall_tolerance`.
+    pub const fn with_stall_tolerance(mut self, tolerance: std::time::Duration) -> Self {
+        self.stall_tolerance = Some(tolerance);
+        self
     }
 
     /// Sets `queue_length`.

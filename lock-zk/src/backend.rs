@@ -322,7 +322,9 @@ impl DistributedLock for ZkLock {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::bound(CrashRelease::Session, Wakeup::Watch, true).with_queue_length(true)
+        Capabilities::bound(CrashRelease::Session, Wakeup::Watch, true)
+            .with_queue_length(true)
+            .with_stall_tolerance(self.cfg.stall_tolerance(lock_core::DEFAULT_TTL))
     }
 
     fn backend_name(&self) -> String {

@@ -19,6 +19,12 @@ async fn guard_rides_out_stalls_within_the_documented_tolerance() {
     let ttl = Duration::from_secs(1);
     let tolerance = cfg.stall_tolerance(ttl);
     let validity = cfg.guard_validity();
+    // The backend states its tolerance in its capabilities, as the config computes it.
+    assert_eq!(
+        lock.capabilities().stall_tolerance,
+        Some(cfg.stall_tolerance(lock_core::DEFAULT_TTL)),
+        "capabilities disagree with ZkConfig::stall_tolerance"
+    );
     let name = unique("stall");
     let opts = AcquireOptions::new().ttl(ttl).wait(Duration::from_secs(10));
     let g = lock.acquire(&name, &opts).await.unwrap();
