@@ -9,8 +9,9 @@
 //!
 //! # Drop
 //! Dropping a guard without [`LockGuard::release`] (lost or not) releases in the background on
-//! the current tokio runtime (best effort: with no runtime, or if the runtime shuts down first, the store
-//! frees the lock when the lease or session ends). Nothing stays locked past its lease.
+//! the current tokio runtime (best effort: with no runtime, or if the runtime shuts down first,
+//! the store frees the lock when the lease or session ends). Nothing stays locked past its
+//! lease.
 
 use std::fmt;
 use std::future::Future;
@@ -336,7 +337,8 @@ fn safety_margin(ttl: Duration) -> Duration {
 async fn keep_alive(shared: Arc<Shared>) {
     let mut retry_after: Option<Duration> = None;
     loop {
-        let (ttl, valid_until) = shared.snapshot();
+        let scheduled = shared.snapshot();
+        let (ttl, valid_until) = scheduled;
         let valid_until = valid_until.map(|v| v - safety_margin(ttl));
         let wake = if shared.renew {
             let at = Instant::now() + retry_after.unwrap_or_else(|| shared.renew_every());
@@ -361,7 +363,8 @@ async fn keep_alive(shared: Arc<Shared>) {
         let _turn = match valid_until {
             Some(v) => match tokio::time::timeout_at(v, shared.renewing.lock()).await {
                 Ok(turn) => turn,
-                Err(_) if shared.snapshot().1.map(|u| u - safety_margin(ttl)) > Some(v) => continue,
+                // An `extend` renewed meanwhile: schedule from its result.
+                Err(_) if shared.snapshot() != scheduled => continue,
                 Err(_) => {
                     shared.lost.mark_lost(format!(
                         "the {ttl:?} lease ran out while an extend was still waiting for the store"
@@ -371,12 +374,10 @@ async fn keep_alive(shared: Arc<Shared>) {
             },
             None => shared.renewing.lock().await,
         };
-        if shared.snapshot() != (ttl, valid_until.map(|v| v + safety_margin(ttl))) {
+        if shared.snapshot() != scheduled {
             // An `extend` renewed meanwhile: schedule from its result instead of renewing again.
             continue;
         }
-        let (ttl, valid_until) = shared.snapshot();
-        let valid_until = valid_until.map(|v| v - safety_margin(ttl));
         if valid_until.is_some_and(|v| Instant::now() >= v) {
             let why = if shared.renew {
                 format!("the {ttl:?} lease ran out before a renewal succeeded")
