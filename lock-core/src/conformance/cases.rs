@@ -268,16 +268,26 @@ pub async fn guard_drop_releases(h: &dyn Harness) {
 }
 
 async fn wait_for_no_traces(h: &dyn Harness, name: &str, within: Duration) {
+    if let Err(e) = traces_gone(h, name, within).await {
+        panic!("{e}");
+    }
+}
+
+/// Waits until the store holds no entry for `name`; `Err` naming what was left after `within`.
+pub(super) async fn traces_gone(
+    h: &dyn Harness,
+    name: &str,
+    within: Duration,
+) -> Result<(), String> {
     let t = Instant::now();
     loop {
         let n = h.traces(name).await;
         if n == 0 {
-            return;
+            return Ok(());
         }
-        assert!(
-            t.elapsed() < within,
-            "{n} traces of {name:?} left after {within:?}"
-        );
+        if t.elapsed() >= within {
+            return Err(format!("{n} traces of {name:?} left after {within:?}"));
+        }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }

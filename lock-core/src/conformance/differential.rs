@@ -30,6 +30,7 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
 use tokio::time::Instant;
 
+use super::cases::traces_gone;
 use super::{unique_name, Harness};
 use crate::memory::MemoryStore;
 use crate::{AcquireOptions, DistributedLock, LockError, LockGuard};
@@ -181,23 +182,28 @@ struct Side {
 }
 
 impl Side {
-    fn record(&mut self, name: usize, g: LockGuard) -> Result<Outcome, String> {
-        let t = g.fencing_token();
+    /// Checks that `token` is above every earlier token of name `#name`, and remembers it.
+    fn note_token(&mut self, name: usize, token: u64) -> Result<(), String> {
         if let Some(prev) = self.tokens.get(&name) {
-            if t <= *prev {
+            if token <= *prev {
                 return Err(format!(
-                    "{}: fencing token {t} for name #{name} not above the earlier {prev}",
+                    "{}: fencing token {token} for name #{name} not above the earlier {prev}",
                     self.label
                 ));
             }
         }
-        self.tokens.insert(name, t);
+        self.tokens.insert(name, token);
+        Ok(())
+    }
+
+    fn record(&mut self, name: usize, g: LockGuard) -> Result<Outcome, String> {
+        self.note_token(name, g.fencing_token())?;
         self.held.push((name, g));
         Ok(Outcome::Got)
     }
 
     /// Waits until `client` can take `name` again (a background release finished), then
-    /// gives it back; `false` if it stayed taken for [`SETTLE`].
+    /// gives it back; `Err` if it stayed taken for [`SETTLE`].
     async fn settle(&mut self, client: usize, name: &str, idx: usize) -> Result<(), String> {
         if self.held.iter().any(|(n, _)| *n == idx) {
             return Ok(());
@@ -210,11 +216,7 @@ impl Side {
                 .await
             {
                 Ok(Some(g)) => {
-                    let t = g.fencing_token();
-                    if self.tokens.get(&idx).is_some_and(|p| t <= *p) {
-                        return Err(format!("{}: token {t} for #{idx} went back", self.label));
-                    }
-                    self.tokens.insert(idx, t);
+                    self.note_token(idx, g.fencing_token())?;
                     return g
                         .release()
                         .await
@@ -260,10 +262,7 @@ impl Side {
                     Err(e) => Ok(classify(&e)),
                 }
             }
-            Op::Release { slot } | Op::Drop { slot } | Op::Extend { slot, .. }
-                if self.held.is_empty() =>
-            {
-                let _ = slot;
+            Op::Release { .. } | Op::Drop { .. } | Op::Extend { .. } if self.held.is_empty() => {
                 Ok(Outcome::NoGuard)
             }
             Op::Release { slot } => {
@@ -393,20 +392,9 @@ async fn run_case(h: &dyn Harness, case: &Case) -> Result<(), String> {
     outcome?;
     cleanup?;
     for n in &names {
-        let until = Instant::now() + SETTLE;
-        loop {
-            let left = h.traces(n).await;
-            if left == 0 {
-                break;
-            }
-            if Instant::now() >= until {
-                return Err(format!(
-                    "{}: {left} store entries left for {n:?} after the sequence",
-                    real.label
-                ));
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        traces_gone(h, n, SETTLE)
+            .await
+            .map_err(|e| format!("{}: after the sequence, {e}", real.label))?;
     }
     Ok(())
 }
