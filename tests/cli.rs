@@ -1,29 +1,16 @@
 //! The `distlock` binary run as a process against real stores (`scripts/services.sh up`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_distlock"))
-}
+use support::{bin, unique};
 
 fn tmp(what: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "distlock-cli-{what}-{}-{}",
-        std::process::id(),
-        rand_suffix()
-    ));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn rand_suffix() -> u128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos()
+    support::tmp("cli", what)
 }
 
 fn env_or(var: &str, default: &str) -> String {
@@ -65,8 +52,8 @@ fn explain(out: &Output) -> String {
 fn two_exec_processes_never_overlap_on_any_backend() {
     let dir = tmp("overlap");
     for url in backends(&dir) {
-        let marks = dir.join(format!("marks-{}", rand_suffix()));
-        let name = format!("cli-overlap-{}", rand_suffix());
+        let marks = dir.join(format!("marks-{}", unique()));
+        let name = format!("cli-overlap-{}", unique());
         let script = format!(
             "echo enter $(date +%s%N) $DISTLOCK_FENCING_TOKEN >> {m}; sleep 0.3; echo exit $(date +%s%N) >> {m}",
             m = marks.display()
@@ -159,7 +146,7 @@ fn exit_codes() {
 #[test]
 fn lost_lock_terminates_the_command_with_70() {
     let redis = env_or("DISTLOCK_TEST_REDIS_URL", "redis://127.0.0.1:16379");
-    let name = format!("cli-lost-{}", rand_suffix());
+    let name = format!("cli-lost-{}", unique());
     let dir = tmp("lost");
     let marker = dir.join("terminated");
     let errfile = dir.join("stderr");

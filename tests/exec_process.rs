@@ -6,38 +6,28 @@
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
+use support::unique;
 
 /// The lock table the tests' SQLite URLs name (so the row to delete does not depend on a
 /// default).
 const TABLE: &str = "exec_locks";
 
 fn bin() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_distlock"));
+    let mut c = support::bin();
     c.stdin(Stdio::null());
     c
 }
 
-fn unique() -> u128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos()
-}
-
 fn tmp(what: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "distlock-execproc-{what}-{}-{}",
-        std::process::id(),
-        unique()
-    ));
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    support::tmp("execproc", what)
 }
 
 fn sqlite_url(dir: &Path) -> String {
