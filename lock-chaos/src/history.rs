@@ -56,6 +56,21 @@ impl History {
         }
     }
 
+    /// Spawns the task that ends hold `i` the instant `guard`'s `lost()` resolves (the end of
+    /// a believed-valid hold); it yields that instant. Abort it when the hold ends otherwise.
+    pub fn end_when_lost(
+        &self,
+        i: usize,
+        guard: &lock_core::LockGuard,
+    ) -> tokio::task::JoinHandle<Instant> {
+        let (lost, h) = (guard.lost(), self.clone());
+        tokio::spawn(async move {
+            let _ = lost.await;
+            h.ended(i, true);
+            Instant::now()
+        })
+    }
+
     /// All holds so far.
     pub fn holds(&self) -> Vec<Hold> {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()

@@ -262,13 +262,7 @@ pub async fn run(
                 acquisitions.fetch_add(1, Ordering::SeqCst);
                 let token = g.fencing_token();
                 let i = histories[n].acquired(&who, token);
-                let watcher = tokio::spawn({
-                    let (lost, h) = (g.lost(), histories[n].clone());
-                    async move {
-                        lost.await;
-                        h.ended(i, true);
-                    }
-                });
+                let watcher = histories[n].end_when_lost(i, &g);
                 if c.stall_next.swap(false, Ordering::SeqCst) {
                     // Frozen for 2.5 leases, then a write with the old token. Networked: the
                     // client's connections go silent (no renewal reaches the store, the guard's

@@ -59,13 +59,7 @@ pub(crate) async fn hold_writing(
     max: Duration,
 ) -> Option<Instant> {
     let idx = history.acquired(who, g.fencing_token());
-    let lost = g.lost();
-    let h = history.clone();
-    let mut watcher = tokio::spawn(async move {
-        let _ = lost.await;
-        h.ended(idx, true);
-        Instant::now()
-    });
+    let mut watcher = history.end_when_lost(idx, g);
     let end = Instant::now() + max;
     let lost_at = loop {
         tokio::select! {
