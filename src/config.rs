@@ -13,7 +13,8 @@
 
 use std::time::Duration;
 
-use lock_core::{parse_duration, AcquireOptions, LockError, SecretUrl};
+use lock_core::backend::parse_duration;
+use lock_core::{AcquireOptions, LockError, SecretUrl};
 use serde::Deserialize;
 
 /// A lock URL plus optional acquisition defaults.

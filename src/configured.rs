@@ -63,7 +63,7 @@ impl DistributedLock for Configured {
         self.inner.capabilities()
     }
 
-    fn backend_name(&self) -> String {
+    fn backend_name(&self) -> &str {
         self.inner.backend_name()
     }
 

@@ -35,7 +35,10 @@ pub mod registry;
 use std::sync::Arc;
 
 pub use config::LockConfig;
-pub use lock_core::*;
+pub use lock_core::{
+    AcquireOptions, BoxError, Capabilities, CrashRelease, DistributedLock, LockError, LockGuard,
+    LockInfo, Secret, SecretUrl, Wakeup, DEFAULT_TTL,
+};
 
 /// Typed configuration structs for people who prefer code to URLs: each parses the same URL
 /// (`from_url`) and has public fields to adjust before connecting (`RedisLock::connect(cfg)`,

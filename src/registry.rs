@@ -60,7 +60,7 @@ pub fn known_schemes() -> Vec<&'static str> {
 /// feature a compiled-out scheme needs; the backend's own errors otherwise.
 pub async fn connect(url: &str) -> Result<Arc<dyn DistributedLock>, LockError> {
     let scheme = url.split_once("://").map(|(s, _)| s).unwrap_or("");
-    let redacted = lock_core::config::redact(url);
+    let redacted = lock_core::backend::redact(url);
     let backends = backends();
     let Some(b) = backends.iter().find(|b| b.schemes.contains(&scheme)) else {
         return Err(LockError::invalid_config(format!(

@@ -5,7 +5,8 @@
 use std::time::{Duration, Instant};
 
 use distlock::configs::{RedisConfig, SqlConfig, ZkConfig};
-use distlock::{AcquireOptions, DistlockUrl, LockConfig, LockError};
+use distlock::{AcquireOptions, LockConfig, LockError};
+use lock_core::backend::DistlockUrl;
 
 const PW: &str = "hunter2-Secret";
 

@@ -18,7 +18,8 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use lock_core::{parse_duration, DistributedLock};
+use lock_core::backend::parse_duration;
+use lock_core::DistributedLock;
 
 use scenarios::ResultRow;
 

@@ -5,10 +5,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::{
-    owner_token, AcquireOptions, Capabilities, Deadline, DistributedLock, GuardParts, Lease,
-    LockError, LockGuard, LostSignal, Wakeup,
+use lock_core::backend::{
+    owner_token, Attempt, Deadline, GuardParts, Lease, LockBackend, LostSignal,
 };
+use lock_core::{AcquireOptions, Capabilities, LockError, LockGuard, Wakeup};
 use redis::aio::MultiplexedConnection;
 use tokio::time::Instant;
 
@@ -33,7 +33,7 @@ impl NaivePollingLock {
         Ok(NaivePollingLock { conn })
     }
 
-    async fn attempt(
+    async fn set_nx(
         &self,
         name: &str,
         token: &str,
@@ -68,7 +68,7 @@ impl NaivePollingLock {
         opts: &AcquireOptions,
         at: Instant,
     ) -> LockGuard {
-        LockGuard::new(GuardParts {
+        GuardParts {
             name: name.to_owned(),
             backend: "naive-poll".into(),
             fencing_token: fence,
@@ -82,7 +82,8 @@ impl NaivePollingLock {
                 token,
             }),
             lost: LostSignal::new(),
-        })
+        }
+        .into_guard()
     }
 }
 
@@ -118,46 +119,39 @@ impl Lease for NaiveLease {
 }
 
 #[async_trait]
-impl DistributedLock for NaivePollingLock {
-    async fn acquire(&self, name: &str, opts: &AcquireOptions) -> Result<LockGuard, LockError> {
+impl LockBackend for NaivePollingLock {
+    async fn attempt(
+        &self,
+        name: &str,
+        opts: &AcquireOptions,
+        how: Attempt,
+    ) -> Result<Option<LockGuard>, LockError> {
         let deadline = Deadline::after(opts.wait);
         let token = owner_token();
         loop {
             let at = Instant::now();
-            if let Some(f) = self.attempt(name, &token, opts.ttl).await? {
-                return Ok(self.guard(name, token, f, opts, at));
+            if let Some(f) = self.set_nx(name, &token, opts.ttl).await? {
+                return Ok(Some(self.guard(name, token, f, opts, at)));
             }
-            if deadline.expired() {
-                return Err(LockError::timeout(name, "naive-poll", deadline.elapsed()));
+            if how == Attempt::Try || deadline.expired() {
+                return Ok(None);
             }
             deadline.sleep(POLL).await;
         }
-    }
-
-    async fn try_acquire(
-        &self,
-        name: &str,
-        opts: &AcquireOptions,
-    ) -> Result<Option<LockGuard>, LockError> {
-        let token = owner_token();
-        let at = Instant::now();
-        Ok(self
-            .attempt(name, &token, opts.ttl)
-            .await?
-            .map(|f| self.guard(name, token, f, opts, at)))
     }
 
     fn capabilities(&self) -> Capabilities {
         Capabilities::leased(Wakeup::Backoff, false)
     }
 
-    fn backend_name(&self) -> String {
-        "naive-poll (redis)".into()
+    fn backend_name(&self) -> &str {
+        "naive-poll (redis)"
     }
 }
 
-/// `rslock` (the Rust Redlock crate) on the same masters: no fencing tokens, no renewal, retries
-/// with its own random delays.
+/// `rslock` (the Rust Redlock crate) on the same masters: no fencing tokens (its guards carry
+/// token 0, which no distlock backend hands out), no renewal, retries with its own random
+/// delays.
 pub struct RslockPeer {
     manager: rslock::LockManager,
 }
@@ -203,54 +197,51 @@ impl Lease for RslockLease {
 }
 
 #[async_trait]
-impl DistributedLock for RslockPeer {
-    async fn acquire(&self, name: &str, opts: &AcquireOptions) -> Result<LockGuard, LockError> {
-        let at = Instant::now();
-        let attempt = self.manager.acquire_no_guard(name.as_bytes(), opts.ttl);
-        let lock = match opts.wait {
-            Some(w) => tokio::time::timeout(w, attempt)
-                .await
-                .map_err(|_| LockError::timeout(name, "rslock", w))?,
-            None => attempt.await,
-        }
-        .map_err(|e| LockError::unavailable("rslock", Some(name), format!("{e:?}"), None))?;
-        Ok(LockGuard::new(GuardParts {
-            name: name.to_owned(),
-            backend: "rslock".into(),
-            fencing_token: 0,
-            ttl: opts.ttl,
-            renew: false,
-            acquired_at: at,
-            validity: Some(opts.ttl),
-            lease: Arc::new(RslockLease {
-                manager: self.manager.clone(),
-                lock,
-            }),
-            lost: LostSignal::new(),
-        }))
-    }
-
-    async fn try_acquire(
+impl LockBackend for RslockPeer {
+    async fn attempt(
         &self,
         name: &str,
         opts: &AcquireOptions,
+        how: Attempt,
     ) -> Result<Option<LockGuard>, LockError> {
-        self.acquire(name, &opts.clone().wait(Duration::from_millis(1)))
-            .await
-            .map(Some)
-            .or_else(|e| match e {
-                LockError::Timeout { .. } => Ok(None),
-                other => Err(other),
-            })
+        let at = Instant::now();
+        let attempt = self.manager.acquire_no_guard(name.as_bytes(), opts.ttl);
+        let wait = match how {
+            Attempt::Try => Some(Duration::from_millis(1)),
+            _ => opts.wait,
+        };
+        let lock = match wait {
+            Some(w) => match tokio::time::timeout(w, attempt).await {
+                Ok(got) => got,
+                Err(_) => return Ok(None),
+            },
+            None => attempt.await,
+        }
+        .map_err(|e| LockError::unavailable("rslock", Some(name), format!("{e:?}"), None))?;
+        Ok(Some(
+            GuardParts {
+                name: name.to_owned(),
+                backend: "rslock".into(),
+                fencing_token: 0,
+                ttl: opts.ttl,
+                renew: false,
+                acquired_at: at,
+                validity: Some(opts.ttl),
+                lease: Arc::new(RslockLease {
+                    manager: self.manager.clone(),
+                    lock,
+                }),
+                lost: LostSignal::new(),
+            }
+            .into_guard(),
+        ))
     }
 
     fn capabilities(&self) -> Capabilities {
-        let mut c = Capabilities::leased(Wakeup::Backoff, false);
-        c.fencing = false;
-        c
+        Capabilities::leased(Wakeup::Backoff, false)
     }
 
-    fn backend_name(&self) -> String {
-        "rslock (redlock)".into()
+    fn backend_name(&self) -> &str {
+        "rslock (redlock)"
     }
 }

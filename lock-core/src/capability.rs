@@ -3,6 +3,7 @@
 
 /// How a crashed holder's lock is freed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum CrashRelease {
     /// When its lease (`ttl`) runs out unrenewed.
     Lease,
@@ -14,6 +15,7 @@ pub enum CrashRelease {
 
 /// How a waiter learns that the lock may be free.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Wakeup {
     /// A watch on the predecessor (ZooKeeper).
     Watch,
@@ -23,16 +25,15 @@ pub enum Wakeup {
     LockQueue,
     /// Bounded exponential backoff with jitter, plus a wake-up at the holder's expiry. Only
     /// one waiter per process and lock polls (the others queue in the process and are woken by
-    /// a local release, see [`crate::local_queue`]).
+    /// a local release, see [`crate::backend::local_queue`]).
     Backoff,
 }
 
-/// What a backend guarantees.
+/// What a backend guarantees beyond the contract every backend keeps (mutual exclusion,
+/// fencing tokens that strictly increase per name, `lost()`, release on drop).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Capabilities {
-    /// Fencing tokens strictly increase per name (true for every distlock backend).
-    pub fencing: bool,
     /// The lock expires after `ttl` unless renewed (false: held while a session/connection lives).
     pub lease: bool,
     /// How a crashed holder's lock is freed.
@@ -54,7 +55,6 @@ impl Capabilities {
     /// A lease-based backend (Redis, SQL row mode).
     pub const fn leased(wakeup: Wakeup, fifo: bool) -> Self {
         Capabilities {
-            fencing: true,
             lease: true,
             crash_release: CrashRelease::Lease,
             wakeup,
@@ -67,7 +67,6 @@ impl Capabilities {
     /// A session- or connection-bound backend (ZooKeeper, SQL `for_update`).
     pub const fn bound(crash_release: CrashRelease, wakeup: Wakeup, fifo: bool) -> Self {
         Capabilities {
-            fencing: true,
             lease: false,
             crash_release,
             wakeup,

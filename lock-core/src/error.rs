@@ -25,7 +25,7 @@ pub enum LockError {
         /// How long the caller waited.
         waited: Duration,
     },
-    /// The lock name breaks the name rules (see [`crate::name`]) or cannot be mapped to the store.
+    /// The lock name breaks the name rules (see [`crate::backend::name`]) or cannot be mapped to the store.
     #[error("invalid lock name {name}: {reason}")]
     InvalidName {
         /// A short, escaped preview of the offending name (never more than 64 characters).
@@ -72,6 +72,15 @@ pub enum LockError {
         backend: String,
         /// Why it was lost.
         reason: String,
+    },
+    /// The backend cannot do this operation at all (e.g. `inspect` on a store that cannot tell
+    /// who holds a lock). Not retryable: choose another backend or operation.
+    #[error("{backend} does not support {operation}")]
+    Unsupported {
+        /// The backend label.
+        backend: String,
+        /// The operation asked for.
+        operation: String,
     },
     /// Any other store error.
     #[error("{backend} failed{}: {message}", lock_suffix(.name))]
@@ -155,8 +164,16 @@ impl LockError {
     /// A [`LockError::InvalidName`]; the name is shown as a short escaped preview.
     pub fn invalid_name(name: &str, reason: impl Into<String>) -> Self {
         LockError::InvalidName {
-            name: crate::name::preview(name),
+            name: preview(name),
             reason: reason.into(),
+        }
+    }
+
+    /// A [`LockError::Unsupported`].
+    pub fn unsupported(backend: impl Into<String>, operation: impl Into<String>) -> Self {
+        LockError::Unsupported {
+            backend: backend.into(),
+            operation: operation.into(),
         }
     }
 
@@ -164,4 +181,17 @@ impl LockError {
     pub fn invalid_config(message: impl Into<String>) -> Self {
         LockError::InvalidConfig(message.into())
     }
+}
+
+/// A short, escaped rendering of a (possibly hostile) name for messages: at most 64 characters,
+/// control characters escaped, quoted.
+pub(crate) fn preview(name: &str) -> String {
+    const MAX_CHARS: usize = 64;
+    let mut shown: String = name.chars().take(MAX_CHARS).collect();
+    let truncated = shown.len() < name.len();
+    shown = format!("{shown:?}");
+    if truncated {
+        shown.push_str(&format!("… ({} bytes)", name.len()));
+    }
+    shown
 }

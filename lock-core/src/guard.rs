@@ -21,7 +21,8 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::{Lease, LockError, LostSignal};
+use crate::backend::{Lease, LostSignal};
+use crate::LockError;
 
 /// How long a background (drop) release may take before it is abandoned.
 const DROP_RELEASE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -124,9 +125,28 @@ impl fmt::Debug for LockGuard {
     }
 }
 
-impl LockGuard {
+impl GuardParts {
     /// Builds the guard and starts its renewal task (needs a tokio runtime).
-    pub fn new(parts: GuardParts) -> Self {
+    pub fn into_guard(self) -> LockGuard {
+        LockGuard::new(self)
+    }
+
+    /// Builds the guard like [`GuardParts::into_guard`], but never hands out one that starts
+    /// (nearly) lost: when the acquire's reply took at least half of the validity (a slow or
+    /// paused store; the validity counts from *before* the request was sent), the lease is
+    /// renewed once and counted from that renewal. If the renewal fails or is as slow, the lock
+    /// is released and [`LockError::Unavailable`] returned (retryable; the caller may try
+    /// again).
+    ///
+    /// # Errors
+    /// [`LockError::Unavailable`] as above.
+    pub async fn start(self) -> Result<LockGuard, LockError> {
+        LockGuard::start(self).await
+    }
+}
+
+impl LockGuard {
+    fn new(parts: GuardParts) -> Self {
         let valid_until = parts.validity.map(|v| parts.acquired_at + v);
         let shared = Arc::new(Shared {
             name: parts.name,
@@ -153,15 +173,7 @@ impl LockGuard {
         }
     }
 
-    /// Builds the guard like [`LockGuard::new`], but never hands out one that starts (nearly)
-    /// lost: when the acquire's reply took at least half of the validity (a slow or paused
-    /// store; the validity counts from *before* the request was sent), the lease is renewed once
-    /// and counted from that renewal. If the renewal fails or is as slow, the lock is released and
-    /// [`LockError::Unavailable`] returned (retryable; the caller may try again).
-    ///
-    /// # Errors
-    /// [`LockError::Unavailable`] as above.
-    pub async fn start(mut parts: GuardParts) -> Result<Self, LockError> {
+    async fn start(mut parts: GuardParts) -> Result<Self, LockError> {
         let Some(validity) = parts.validity else {
             return Ok(Self::new(parts));
         };
@@ -479,7 +491,7 @@ mod tests {
         p.renew = true;
         p.ttl = Duration::from_secs(3);
         p.validity = Some(Duration::from_millis(600));
-        let g = LockGuard::new(p);
+        let g = p.into_guard();
         tokio::time::sleep(Duration::from_millis(1050)).await;
         // Every 200 ms (a third of the 3 s lease would have let the 600 ms validity run out).
         let n = lease.renewals.load(Ordering::SeqCst);
@@ -521,7 +533,7 @@ mod tests {
         p.renew = true;
         p.ttl = Duration::from_millis(900);
         p.validity = Some(Duration::from_millis(900));
-        let g = LockGuard::new(p);
+        let g = p.into_guard();
         // The background renewal starts at 300 ms and answers at 600 ms; extend asks at 400 ms.
         tokio::time::sleep(Duration::from_millis(400)).await;
         g.extend(Duration::from_secs(2)).await.unwrap();
@@ -544,7 +556,8 @@ mod tests {
     async fn start_renews_a_late_reply_or_gives_the_lock_back() {
         // A prompt reply: no extra round trip.
         let prompt = Arc::new(Scripted::default());
-        let g = LockGuard::start(parts(Arc::clone(&prompt), Duration::from_millis(100)))
+        let g = parts(Arc::clone(&prompt), Duration::from_millis(100))
+            .start()
             .await
             .unwrap();
         assert_eq!(prompt.renewals.load(Ordering::SeqCst), 0);
@@ -553,7 +566,8 @@ mod tests {
 
         // A reply after 700 ms of a 1 s lease: renewed, and valid for a whole lease from now.
         let late = Arc::new(Scripted::default());
-        let g = LockGuard::start(parts(Arc::clone(&late), Duration::from_millis(700)))
+        let g = parts(Arc::clone(&late), Duration::from_millis(700))
+            .start()
             .await
             .unwrap();
         assert_eq!(late.renewals.load(Ordering::SeqCst), 1);
@@ -566,7 +580,8 @@ mod tests {
             refuse: true,
             ..Default::default()
         });
-        let e = LockGuard::start(parts(Arc::clone(&dead), Duration::from_millis(700)))
+        let e = parts(Arc::clone(&dead), Duration::from_millis(700))
+            .start()
             .await
             .unwrap_err();
         assert!(matches!(e, LockError::Unavailable { .. }), "{e:?}");

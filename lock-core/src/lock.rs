@@ -4,18 +4,46 @@ use std::fmt::Debug;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use tracing::Instrument;
 
-use crate::{AcquireOptions, Capabilities, LockError, LockGuard};
+use crate::backend::{name, Attempt, LockBackend};
+use crate::{AcquireOptions, Capabilities, LockError, LockGuard, LockInfo};
 
 /// A distributed mutual-exclusion lock service: one client of one store.
 ///
 /// Object safe: hold it as `Arc<dyn DistributedLock>` and pick the backend by URL.
 ///
+/// ```
+/// # async fn demo() -> Result<(), lock_core::LockError> {
+/// use std::time::Duration;
+/// use lock_core::{AcquireOptions, DistributedLock};
+///
+/// // Any backend; the in-process reference one needs no server.
+/// let lock = lock_core::memory::MemoryStore::new().client();
+/// let opts = AcquireOptions::new().wait(Duration::from_secs(5));
+/// let guard = lock.acquire("nightly-report", &opts).await?;
+/// // Fence every write with the token: a store that rejects lower tokens stops a holder
+/// // that was paused past its lease.
+/// let token = guard.fencing_token();
+/// assert!(token > 0);
+/// // Nobody else gets it while we hold it.
+/// assert!(lock.try_acquire("nightly-report", &opts).await?.is_none());
+/// guard.release().await?;
+/// # Ok(()) }
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(demo()).unwrap();
+/// ```
+///
 /// # Guarantees
 /// * At most one guard per name is valid at a time across every client of the same
 ///   deployment, within the assumptions the backend documents (see [`Capabilities`]).
 /// * Every successful acquisition gets a fencing token strictly greater than every earlier
-///   holder's for that name.
+///   holder's for that name (on every backend; it is part of the contract).
+/// * Two different names never share a lock.
+///
+/// # Names
+/// A name is non-empty UTF-8 of at most 256 bytes without a NUL byte; anything else is
+/// [`LockError::InvalidName`]. A backend may reject more names its store cannot represent
+/// (ZooKeeper: path elements shaped like its contender nodes), again with `InvalidName`.
 ///
 /// # Cancel safety
 /// Dropping an `acquire` future leaves nothing behind in the store (no key, row or node that
@@ -23,6 +51,10 @@ use crate::{AcquireOptions, Capabilities, LockError, LockGuard};
 ///
 /// # Fairness
 /// Backend-specific; see [`Capabilities::fifo`].
+///
+/// # Implementing
+/// Backends implement [`LockBackend`] (one required operation) and get this trait from a
+/// blanket implementation; implement it directly only for wrappers and test doubles.
 #[async_trait]
 pub trait DistributedLock: Send + Sync + Debug + 'static {
     /// Acquires `name`, waiting up to `opts.wait` for other holders.
@@ -33,7 +65,9 @@ pub trait DistributedLock: Send + Sync + Debug + 'static {
     /// cannot be reached.
     async fn acquire(&self, name: &str, opts: &AcquireOptions) -> Result<LockGuard, LockError>;
 
-    /// Acquires `name` only if nobody holds it; never waits on another holder.
+    /// Acquires `name` only if nobody holds it; never waits on another holder. Uses `ttl` and
+    /// `renew` of `opts`; its `wait` does not apply (an attempt that finds the lock held
+    /// returns `Ok(None)` at once).
     ///
     /// # Errors
     /// As [`DistributedLock::acquire`], without `Timeout`.
@@ -47,56 +81,66 @@ pub trait DistributedLock: Send + Sync + Debug + 'static {
     fn capabilities(&self) -> Capabilities;
 
     /// The backend label used in messages and reports, e.g. `postgres-row`.
-    fn backend_name(&self) -> String;
+    fn backend_name(&self) -> &str;
 
     /// Reports who holds `name` right now, as far as the store can tell (for operators and the
     /// `distlock inspect` command; a snapshot, not a guarantee).
     ///
     /// # Errors
-    /// [`LockError::InvalidConfig`] when the backend cannot inspect; store errors otherwise.
-    async fn inspect(&self, name: &str) -> Result<LockInfo, LockError> {
-        Err(LockError::invalid_config(format!(
-            "{} cannot inspect lock `{name}`",
-            self.backend_name()
-        )))
-    }
+    /// [`LockError::Unsupported`] when the backend cannot inspect; store errors otherwise.
+    async fn inspect(&self, name: &str) -> Result<LockInfo, LockError>;
 }
 
-/// A snapshot of one lock's state, from [`DistributedLock::inspect`].
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct LockInfo {
-    /// Whether someone holds it.
-    pub held: bool,
-    /// The holder's fencing token, when the store records it.
-    pub fencing_token: Option<u64>,
-    /// The holder's owner id (token, znode name, session), when known.
-    pub owner: Option<String>,
-    /// Lease time left, for lease-based stores.
-    pub expires_in: Option<Duration>,
-    /// Contenders waiting, where the store can tell (ZooKeeper).
-    pub waiters: Option<usize>,
-}
-
-impl LockInfo {
-    /// A free lock.
-    pub fn free() -> Self {
-        Self::default()
-    }
-
-    /// A held lock.
-    pub fn held(
-        fencing_token: Option<u64>,
-        owner: Option<String>,
-        expires_in: Option<Duration>,
-        waiters: Option<usize>,
-    ) -> Self {
-        LockInfo {
-            held: true,
-            fencing_token,
-            owner,
-            expires_in,
-            waiters,
+/// Every backend's user-facing methods, written once: validation, the tracing span, the
+/// `Timeout` mapping.
+#[async_trait]
+impl<B: LockBackend> DistributedLock for B {
+    async fn acquire(&self, name: &str, opts: &AcquireOptions) -> Result<LockGuard, LockError> {
+        checked(name, opts)?;
+        let span = tracing::debug_span!("acquire", backend = %self.backend_name(), name = %name);
+        match self
+            .attempt(name, opts, Attempt::Wait)
+            .instrument(span)
+            .await
+        {
+            Ok(Some(guard)) => Ok(guard),
+            Ok(None) => Err(LockError::timeout(
+                name,
+                self.backend_name(),
+                opts.wait.unwrap_or(Duration::ZERO),
+            )),
+            Err(e) => Err(e),
         }
     }
+
+    async fn try_acquire(
+        &self,
+        name: &str,
+        opts: &AcquireOptions,
+    ) -> Result<Option<LockGuard>, LockError> {
+        checked(name, opts)?;
+        let span =
+            tracing::debug_span!("try_acquire", backend = %self.backend_name(), name = %name);
+        self.attempt(name, opts, Attempt::Try)
+            .instrument(span)
+            .await
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        LockBackend::capabilities(self)
+    }
+
+    fn backend_name(&self) -> &str {
+        LockBackend::backend_name(self)
+    }
+
+    async fn inspect(&self, name: &str) -> Result<LockInfo, LockError> {
+        name::validate(name)?;
+        LockBackend::inspect(self, name).await
+    }
+}
+
+fn checked(name: &str, opts: &AcquireOptions) -> Result<(), LockError> {
+    name::validate(name)?;
+    opts.validate()
 }

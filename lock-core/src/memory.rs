@@ -14,11 +14,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::time::Instant;
 
-use crate::local_queue::{self, LocalQueue};
-use crate::{
-    name, AcquireOptions, Capabilities, Deadline, DistributedLock, GuardParts, Lease, LockError,
-    LockGuard, LostSignal, Wakeup,
-};
+use crate::backend::local_queue::{self, LocalQueue};
+use crate::backend::{Attempt, Deadline, GuardParts, Lease, LockBackend, LostSignal};
+use crate::{AcquireOptions, Capabilities, LockError, LockGuard, Wakeup};
 
 const BACKEND: &str = "memory";
 
@@ -177,7 +175,7 @@ impl MemoryLock {
         token: u64,
         at: Instant,
     ) -> LockGuard {
-        LockGuard::new(GuardParts {
+        GuardParts {
             name: name.to_owned(),
             backend: BACKEND.to_owned(),
             fencing_token: token,
@@ -191,15 +189,27 @@ impl MemoryLock {
                 owner,
             }),
             lost: LostSignal::new(),
-        })
+        }
+        .into_guard()
     }
 }
 
 #[async_trait]
-impl DistributedLock for MemoryLock {
-    async fn acquire(&self, name: &str, opts: &AcquireOptions) -> Result<LockGuard, LockError> {
-        name::validate(name)?;
-        opts.validate()?;
+impl LockBackend for MemoryLock {
+    async fn attempt(
+        &self,
+        name: &str,
+        opts: &AcquireOptions,
+        how: Attempt,
+    ) -> Result<Option<LockGuard>, LockError> {
+        if how == Attempt::Try {
+            let at = Instant::now();
+            return Ok(self
+                .store
+                .try_take(name, opts.ttl)
+                .ok()
+                .map(|(owner, token)| self.guard(name, opts, owner, token, at)));
+        }
         let deadline = Deadline::after(opts.wait);
         // Waiters queue in arrival order; only the head tries the store.
         let turn = LocalQueue::wait_turn(self.store.queue_key(name), &deadline).await;
@@ -210,10 +220,10 @@ impl DistributedLock for MemoryLock {
             notified.as_mut().enable();
             let at = Instant::now();
             match self.store.try_take(name, opts.ttl) {
-                Ok((owner, token)) => return Ok(self.guard(name, opts, owner, token, at)),
+                Ok((owner, token)) => return Ok(Some(self.guard(name, opts, owner, token, at))),
                 Err(expires) => {
                     if deadline.expired() {
-                        return Err(LockError::timeout(name, BACKEND, deadline.elapsed()));
+                        return Ok(None);
                     }
                     let until_expiry = expires.saturating_duration_since(Instant::now());
                     tokio::select! {
@@ -225,33 +235,19 @@ impl DistributedLock for MemoryLock {
         }
     }
 
-    async fn try_acquire(
-        &self,
-        name: &str,
-        opts: &AcquireOptions,
-    ) -> Result<Option<LockGuard>, LockError> {
-        name::validate(name)?;
-        opts.validate()?;
-        let at = Instant::now();
-        Ok(self
-            .store
-            .try_take(name, opts.ttl)
-            .ok()
-            .map(|(owner, token)| self.guard(name, opts, owner, token, at)))
-    }
-
     fn capabilities(&self) -> Capabilities {
         Capabilities::leased(Wakeup::Notify, false)
     }
 
-    fn backend_name(&self) -> String {
-        BACKEND.to_owned()
+    fn backend_name(&self) -> &str {
+        BACKEND
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::DistributedLock;
 
     fn assert_send_sync_static<T: Send + Sync + 'static>() {}
 

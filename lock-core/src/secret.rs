@@ -7,7 +7,7 @@
 
 use std::fmt;
 
-use crate::config::redact;
+use crate::backend::url::redact;
 
 /// A value that prints as `***` in `Debug` and `Display`.
 #[derive(Clone, Default, PartialEq, Eq)]

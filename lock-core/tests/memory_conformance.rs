@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use lock_core::backend::{Attempt, LockBackend};
 use lock_core::conformance::{CrashableClient, Harness};
 use lock_core::memory::MemoryStore;
 use lock_core::{DistributedLock, LockError};
@@ -55,29 +56,28 @@ lock_core::conformance_suite!(MemoryHarness {
 struct OneKeyForAll(Arc<dyn DistributedLock>);
 
 #[async_trait]
-impl DistributedLock for OneKeyForAll {
-    async fn acquire(
+impl LockBackend for OneKeyForAll {
+    async fn attempt(
         &self,
         _name: &str,
         opts: &lock_core::AcquireOptions,
-    ) -> Result<lock_core::LockGuard, LockError> {
-        self.0.acquire("shared", opts).await
-    }
-
-    async fn try_acquire(
-        &self,
-        _name: &str,
-        opts: &lock_core::AcquireOptions,
+        how: Attempt,
     ) -> Result<Option<lock_core::LockGuard>, LockError> {
-        self.0.try_acquire("shared", opts).await
+        match how {
+            Attempt::Try => self.0.try_acquire("shared", opts).await,
+            _ => match self.0.acquire("shared", opts).await {
+                Err(LockError::Timeout { .. }) => Ok(None),
+                other => other.map(Some),
+            },
+        }
     }
 
     fn capabilities(&self) -> lock_core::Capabilities {
         self.0.capabilities()
     }
 
-    fn backend_name(&self) -> String {
-        "one-key-for-all".into()
+    fn backend_name(&self) -> &str {
+        "one-key-for-all"
     }
 }
 

@@ -6,10 +6,12 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::future::join_all;
-use lock_core::wait::random_up_to;
+use lock_core::backend::wait::random_up_to;
+use lock_core::backend::{
+    owner_token, CleanupOnDrop, Deadline, GuardParts, LockBackend, LostSignal,
+};
 use lock_core::{
-    name, owner_token, AcquireOptions, Capabilities, CleanupOnDrop, Deadline, DistributedLock,
-    GuardParts, LockError, LockGuard, LockInfo, LostSignal, Wakeup,
+    AcquireOptions, Capabilities, DistributedLock, LockError, LockGuard, LockInfo, Wakeup,
 };
 use tokio::time::Instant;
 
@@ -294,8 +296,6 @@ impl RedisLock {
         opts: &AcquireOptions,
         try_only: bool,
     ) -> Result<Option<LockGuard>, LockError> {
-        name::validate(name)?;
-        opts.validate()?;
         let keys = Keys::new(&self.cfg.prefix, name);
         let token = self
             .cfg
@@ -352,7 +352,7 @@ impl RedisLock {
                     token: fence,
                     validity,
                 } => {
-                    let started = LockGuard::start(GuardParts {
+                    let started = GuardParts {
                         name: name.to_owned(),
                         backend: self.label.clone(),
                         fencing_token: fence,
@@ -362,7 +362,8 @@ impl RedisLock {
                         validity: Some(validity),
                         lease: Arc::new(self.lease(&keys, &token, name, opts.ttl)),
                         lost: LostSignal::new(),
-                    })
+                    }
+                    .start()
                     .await;
                     match started {
                         Ok(g) => {
@@ -427,31 +428,26 @@ impl RedisLock {
 }
 
 #[async_trait]
-impl DistributedLock for RedisLock {
-    async fn acquire(&self, name: &str, opts: &AcquireOptions) -> Result<LockGuard, LockError> {
-        self.acquire_inner(name, opts, false)
-            .await?
-            .ok_or_else(|| LockError::timeout(name, &self.label, opts.wait.unwrap_or_default()))
-    }
-
-    async fn try_acquire(
+impl LockBackend for RedisLock {
+    async fn attempt(
         &self,
         name: &str,
         opts: &AcquireOptions,
+        how: lock_core::backend::Attempt,
     ) -> Result<Option<LockGuard>, LockError> {
-        self.acquire_inner(name, opts, true).await
+        self.acquire_inner(name, opts, how == lock_core::backend::Attempt::Try)
+            .await
     }
 
     fn capabilities(&self) -> Capabilities {
         Capabilities::leased(Wakeup::Notify, true).with_queue_length(!self.redlock())
     }
 
-    fn backend_name(&self) -> String {
-        self.label.clone()
+    fn backend_name(&self) -> &str {
+        &self.label
     }
 
     async fn inspect(&self, name: &str) -> Result<LockInfo, LockError> {
-        name::validate(name)?;
         let keys = Keys::new(&self.cfg.prefix, name);
         let t = self.cfg.timeout;
         let peeks = join_all(

@@ -21,8 +21,9 @@
 use std::fmt;
 use std::time::Duration;
 
-use lock_core::config::HostPort;
-use lock_core::{DistlockUrl, LockError};
+use lock_core::backend::url::HostPort;
+use lock_core::backend::DistlockUrl;
+use lock_core::LockError;
 
 /// Single instance or Redlock quorum.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -4,7 +4,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::future::join_all;
-use lock_core::{Lease, LockError};
+use lock_core::backend::Lease;
+use lock_core::LockError;
 use tokio::time::Instant;
 
 use crate::error::map;

@@ -49,7 +49,7 @@ async fn a_single_round_that_finds_its_own_key_counts_it_as_granted() {
     // to use, then a retry).
     let url = single_url();
     let port = ports(&url)[0];
-    let token = lock_core::owner_token();
+    let token = lock_core::backend::owner_token();
     let single = client(&url, |c| c.test_hooks.owner_token = Some(token.clone())).await;
     let name = unique("ownkey");
     set_px(port, &name, &token).await;
@@ -74,7 +74,7 @@ async fn a_redlock_round_that_finds_its_own_keys_counts_them_as_granted() {
     // 5 are held by someone else; master 3 is free. Our keys make the quorum (1, 2, 3).
     let url = redlock_url();
     let masters = ports(&url);
-    let token = lock_core::owner_token();
+    let token = lock_core::backend::owner_token();
     let redlock = client(&url, |c| c.test_hooks.owner_token = Some(token.clone())).await;
     let name = unique("ownkey-rl");
     for &p in &masters[..2] {

@@ -6,14 +6,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use lock_core::backend::{Attempt, LockBackend};
 use lock_core::{
-    name, AcquireOptions, Capabilities, CrashRelease, DistributedLock, LockError, LockGuard,
-    LockInfo, Wakeup,
+    AcquireOptions, Capabilities, CrashRelease, DistributedLock, LockError, LockGuard, LockInfo,
+    Wakeup,
 };
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::AssertSqlSafe;
 use sqlx::{AnyPool, Executor, Row};
-use tracing::Instrument;
 
 use crate::config::{Dialect, Mode, SqlConfig};
 use crate::error::{classify, map, Failure};
@@ -98,7 +98,7 @@ impl SqlLock {
 
     /// This process's waiter-queue key for `name` (see [`lock_core::local_queue`]).
     pub(crate) fn queue_key(&self, name: &str) -> String {
-        lock_core::local_queue::key(self.cfg.driver_url(), &self.cfg.table, name)
+        lock_core::backend::local_queue::key(self.cfg.driver_url(), &self.cfg.table, name)
     }
 
     /// The connection pool (for operators and tests).
@@ -212,36 +212,17 @@ fn already_exists(e: &sqlx::Error) -> bool {
 }
 
 #[async_trait]
-impl DistributedLock for SqlLock {
-    async fn acquire(&self, name: &str, opts: &AcquireOptions) -> Result<LockGuard, LockError> {
-        name::validate(name)?;
-        opts.validate()?;
-        let span = tracing::debug_span!("acquire", backend = %self.label, name = %name);
-        let guard = match self.cfg.mode {
-            Mode::Row => {
-                row::acquire(self, name, opts, false)
-                    .instrument(span)
-                    .await?
-            }
-            Mode::ForUpdate => {
-                for_update::acquire(self, name, opts, false)
-                    .instrument(span)
-                    .await?
-            }
-        };
-        guard.ok_or_else(|| LockError::timeout(name, &self.label, opts.wait.unwrap_or_default()))
-    }
-
-    async fn try_acquire(
+impl LockBackend for SqlLock {
+    async fn attempt(
         &self,
         name: &str,
         opts: &AcquireOptions,
+        how: Attempt,
     ) -> Result<Option<LockGuard>, LockError> {
-        name::validate(name)?;
-        opts.validate()?;
+        let try_only = how == Attempt::Try;
         match self.cfg.mode {
-            Mode::Row => row::acquire(self, name, opts, true).await,
-            Mode::ForUpdate => for_update::acquire(self, name, opts, true).await,
+            Mode::Row => row::acquire(self, name, opts, try_only).await,
+            Mode::ForUpdate => for_update::acquire(self, name, opts, try_only).await,
         }
     }
 
@@ -257,12 +238,11 @@ impl DistributedLock for SqlLock {
         }
     }
 
-    fn backend_name(&self) -> String {
-        self.label.clone()
+    fn backend_name(&self) -> &str {
+        &self.label
     }
 
     async fn inspect(&self, name: &str) -> Result<LockInfo, LockError> {
-        name::validate(name)?;
         match self.cfg.mode {
             Mode::Row => row::inspect(self, name).await,
             Mode::ForUpdate => for_update::inspect(self, name).await,

@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use lock_core::{DistlockUrl, LockError};
+use lock_core::backend::DistlockUrl;
+use lock_core::LockError;
 
 /// The database behind a SQL lock.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -15,10 +15,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::local_queue::LocalQueue;
-use lock_core::{
-    AcquireOptions, Deadline, GuardParts, Lease, LockError, LockGuard, LockInfo, LostSignal,
-};
+use lock_core::backend::{Deadline, GuardParts, Lease, LocalQueue, LostSignal};
+use lock_core::{AcquireOptions, LockError, LockGuard, LockInfo};
 use sqlx::AssertSqlSafe;
 use sqlx::{Any, Executor, Row, Transaction};
 use tokio::sync::Mutex;
@@ -233,8 +231,8 @@ pub(crate) async fn acquire(
         let next = match outcome {
             Ok(Some(token)) => {
                 // The database's idle bound counts from the last statement; a waiter that waited
-                // long starts with one more round trip that resets it (see `LockGuard::start`).
-                let started = LockGuard::start(GuardParts {
+                // long starts with one more round trip that resets it (see `GuardParts::start`).
+                let started = GuardParts {
                     name: name.to_owned(),
                     backend: lock.label.clone(),
                     fencing_token: token,
@@ -249,7 +247,8 @@ pub(crate) async fn acquire(
                         label: lock.label.clone(),
                     }),
                     lost: LostSignal::new(),
-                })
+                }
+                .start()
                 .await;
                 match started {
                     Ok(g) => return Ok(Some(g)),

@@ -13,12 +13,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::local_queue::LocalQueue;
-use lock_core::wait::random_up_to;
-use lock_core::{
-    owner_token, AcquireOptions, Backoff, CleanupOnDrop, Deadline, GuardParts, Lease, LockError,
-    LockGuard, LockInfo, LostSignal,
+use lock_core::backend::wait::random_up_to;
+use lock_core::backend::{
+    owner_token, Backoff, CleanupOnDrop, Deadline, GuardParts, Lease, LocalQueue, LostSignal,
 };
+use lock_core::{AcquireOptions, LockError, LockGuard, LockInfo};
 use sqlx::AssertSqlSafe;
 use sqlx::{AnyPool, Row};
 use tokio::sync::oneshot;
@@ -129,7 +128,7 @@ pub(crate) async fn acquire(
         let armed = cleanup(lock, name, &owner);
         match take(lock, name, &owner, opts.ttl).await {
             Ok(Some(token)) => {
-                // The cleanup stays armed until the guard owns the row: `LockGuard::start` may
+                // The cleanup stays armed until the guard owns the row: `GuardParts::start` may
                 // still renew a late reply, and a cancel there would leave the row held for a lease.
                 match guard(lock, name, &owner, token, opts, started).await {
                     Ok(g) => {
@@ -192,7 +191,7 @@ async fn either<F: std::future::Future>(f: Option<F>) {
 }
 
 /// The guard for a won row; `Unavailable` if the database answered so late that most of the
-/// lease had passed (see [`LockGuard::start`]).
+/// lease had passed (see [`GuardParts::start`]).
 async fn guard(
     lock: &SqlLock,
     name: &str,
@@ -201,7 +200,7 @@ async fn guard(
     opts: &AcquireOptions,
     started: Instant,
 ) -> Result<LockGuard, LockError> {
-    LockGuard::start(GuardParts {
+    GuardParts {
         name: name.to_owned(),
         backend: lock.label.clone(),
         fencing_token: token,
@@ -211,7 +210,8 @@ async fn guard(
         validity: Some(opts.ttl),
         lease: Arc::new(RowLease::new(lock, name, owner)),
         lost: LostSignal::new(),
-    })
+    }
+    .start()
     .await
 }
 

@@ -25,7 +25,7 @@ async fn cancel_on_grid(
     grid: Vec<Duration>,
     opts: AcquireOptions,
 ) -> Vec<(String, Duration)> {
-    let base = lock_core::owner_token()[..8].to_owned();
+    let base = lock_core::backend::owner_token()[..8].to_owned();
     let mut tasks = Vec::new();
     for (i, after) in grid.into_iter().enumerate() {
         let (lock, opts) = (Arc::clone(&lock), opts.clone());

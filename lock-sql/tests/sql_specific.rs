@@ -33,7 +33,7 @@ async fn hostile_names_are_stored_verbatim() {
             "Name",
             "name",
         ] {
-            let name = format!("{}{hostile}", &lock_core::owner_token()[..6]);
+            let name = format!("{}{hostile}", &lock_core::backend::owner_token()[..6]);
             let g = lock.acquire(&name, &wait(5)).await.unwrap();
             let sql = if pg {
                 "SELECT name FROM distlock_locks WHERE name = $1"
@@ -57,7 +57,7 @@ async fn hostile_names_are_stored_verbatim() {
             g.release().await.unwrap();
         }
         // Case and trailing spaces make different locks (no collation folding).
-        let base = lock_core::owner_token()[..6].to_owned();
+        let base = lock_core::backend::owner_token()[..6].to_owned();
         let g1 = lock
             .acquire(&format!("{base}Name"), &wait(5))
             .await
@@ -82,7 +82,7 @@ async fn hostile_names_are_stored_verbatim() {
 async fn many_clients_create_a_fresh_table_at_once() {
     for base in [postgres_url(), mysql_url()] {
         for mode in ["row", "for_update"] {
-            let table = format!("t_{}", &lock_core::owner_token()[..10]);
+            let table = format!("t_{}", &lock_core::backend::owner_token()[..10]);
             let url = format!("{base}?mode={mode}&table={table}");
             let mut tasks = Vec::new();
             for _ in 0..10 {
@@ -141,7 +141,10 @@ async fn sqlite_child_holder() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sqlite_file_is_shared_between_processes() {
     let url = sqlite_url();
-    let marker = std::env::temp_dir().join(format!("distlock-child-{}", lock_core::owner_token()));
+    let marker = std::env::temp_dir().join(format!(
+        "distlock-child-{}",
+        lock_core::backend::owner_token()
+    ));
     let mut child = std::process::Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "sqlite_child_holder", "--nocapture"])
         .env("DISTLOCK_SQLITE_CHILD_URL", &url)
@@ -181,7 +184,7 @@ async fn mariadb_row_mode_under_load_surfaces_no_deadlock() {
         Arc::new(connect_or_explain(&url).await),
     ];
     let names: Vec<String> = (0..4)
-        .map(|i| format!("hammer-{i}-{}", &lock_core::owner_token()[..6]))
+        .map(|i| format!("hammer-{i}-{}", &lock_core::backend::owner_token()[..6]))
         .collect();
     let mut tasks = Vec::new();
     for i in 0..16 {
@@ -266,7 +269,7 @@ async fn mariadb_for_update_zero_wait_on_a_held_name_answers_at_once() {
         connect_or_explain(&url).await,
         connect_or_explain(&url).await,
     );
-    let name = format!("zero-held-{}", &lock_core::owner_token()[..8]);
+    let name = format!("zero-held-{}", &lock_core::backend::owner_token()[..8]);
     let g = c1.acquire(&name, &wait(5)).await.unwrap();
     for _ in 0..3 {
         let t = std::time::Instant::now();
@@ -289,7 +292,7 @@ async fn mariadb_for_update_zero_wait_on_a_held_name_answers_at_once() {
 /// used before and new ones, and tokens keep rising.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mariadb_for_update_tokens_continue_above_the_old_sequence() {
-    let table = format!("t_{}", &lock_core::owner_token()[..10]);
+    let table = format!("t_{}", &lock_core::backend::owner_token()[..10]);
     let admin = connect_or_explain(&format!("{}?mode=row", mysql_url())).await;
     let run = |sql: String| {
         let pool = admin.pool().clone();

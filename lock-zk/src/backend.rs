@@ -6,9 +6,10 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use futures::future::BoxFuture;
+use lock_core::backend::{Attempt, CleanupOnDrop, Deadline, GuardParts, LockBackend, LostSignal};
 use lock_core::{
-    name, AcquireOptions, Capabilities, CleanupOnDrop, CrashRelease, Deadline, DistributedLock,
-    GuardParts, LockError, LockGuard, LockInfo, LostSignal, Wakeup,
+    AcquireOptions, Capabilities, CrashRelease, DistributedLock, LockError, LockGuard, LockInfo,
+    Wakeup,
 };
 use tokio::time::Instant;
 use zookeeper_client::{Acls, Client, CreateMode, CreateOptions, Error, EventType};
@@ -149,8 +150,6 @@ impl ZkLock {
         opts: &AcquireOptions,
         try_only: bool,
     ) -> Result<Option<LockGuard>, LockError> {
-        name::validate(name)?;
-        opts.validate()?;
         let dir = lock_path(&self.cfg.base, name)?;
         let deadline = Deadline::after(opts.wait);
         let session = self.session().await?;
@@ -238,7 +237,7 @@ impl ZkLock {
         }
     }
 
-    /// The guard for our contender `ours`. Through [`LockGuard::start`], a guard whose
+    /// The guard for our contender `ours`. Through [`GuardParts::start`], a guard whose
     /// validity mostly passed during a slow acquisition is confirmed once more or given back.
     #[allow(clippy::too_many_arguments)]
     async fn guard(
@@ -298,7 +297,7 @@ impl ZkLock {
             lease: Arc::new(lease),
             lost: lost.clone(),
         };
-        LockGuard::start(parts).await.inspect_err(|_| {
+        parts.start().await.inspect_err(|_| {
             // Given back: stop tracking the signal.
             lost.mark_lost("the acquisition was given back");
         })
@@ -306,19 +305,14 @@ impl ZkLock {
 }
 
 #[async_trait]
-impl DistributedLock for ZkLock {
-    async fn acquire(&self, name: &str, opts: &AcquireOptions) -> Result<LockGuard, LockError> {
-        self.acquire_inner(name, opts, false)
-            .await?
-            .ok_or_else(|| LockError::timeout(name, &self.label, opts.wait.unwrap_or_default()))
-    }
-
-    async fn try_acquire(
+impl LockBackend for ZkLock {
+    async fn attempt(
         &self,
         name: &str,
         opts: &AcquireOptions,
+        how: Attempt,
     ) -> Result<Option<LockGuard>, LockError> {
-        self.acquire_inner(name, opts, true).await
+        self.acquire_inner(name, opts, how == Attempt::Try).await
     }
 
     fn capabilities(&self) -> Capabilities {
@@ -327,12 +321,11 @@ impl DistributedLock for ZkLock {
             .with_stall_tolerance(self.cfg.stall_tolerance(lock_core::DEFAULT_TTL))
     }
 
-    fn backend_name(&self) -> String {
-        self.label.clone()
+    fn backend_name(&self) -> &str {
+        &self.label
     }
 
     async fn inspect(&self, name: &str) -> Result<LockInfo, LockError> {
-        name::validate(name)?;
         let dir = lock_path(&self.cfg.base, name)?;
         let session = self.session().await?;
         let children = match session.client.get_children(&dir).await {

@@ -2,8 +2,9 @@
 
 use std::time::Duration;
 
-use lock_core::config::HostPort;
-use lock_core::{DistlockUrl, LockError};
+use lock_core::backend::url::HostPort;
+use lock_core::backend::DistlockUrl;
+use lock_core::LockError;
 
 /// Everything a ZooKeeper lock client needs.
 #[derive(Clone, Debug)]

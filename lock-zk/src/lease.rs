@@ -10,7 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::{Lease, LockError, LostSignal};
+use lock_core::backend::{Lease, LostSignal};
+use lock_core::LockError;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use zookeeper_client::Error;

@@ -16,7 +16,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::{self, BoxFuture, FutureExt};
-use lock_core::{LockError, LostSignal};
+use lock_core::backend::LostSignal;
+use lock_core::LockError;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use zookeeper_client::{Client, Error, SessionInfo, SessionState};

@@ -248,7 +248,7 @@ async fn bad_input_gives_typed_errors_and_no_stray_nodes() {
     let r = lock_zk::connect(&format!(
         "{}/no-such-chroot-{}",
         standalone_url(),
-        &lock_core::owner_token()[..6]
+        &lock_core::backend::owner_token()[..6]
     ))
     .await;
     assert!(

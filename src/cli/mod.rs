@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 
 fn dur(s: &str) -> Result<Duration, String> {
-    distlock::parse_duration(s).map_err(|e| e.to_string())
+    lock_core::backend::parse_duration(s).map_err(|e| e.to_string())
 }
 
 /// distlock: distributed locks over ZooKeeper, Redis and SQL.

@@ -31,8 +31,6 @@ pub async fn run(
     let shared = Arc::new(Shared::default());
     let end = Instant::now() + duration;
     let workers = clients.len();
-    // Peers without fencing tokens (rslock) are checked for overlap only.
-    let fencing = clients.first().is_some_and(|c| c.capabilities().fencing);
     let mut tasks = Vec::new();
     for (id, lock) in clients.into_iter().enumerate() {
         let (name, shared) = (name.clone(), Arc::clone(&shared));
@@ -54,7 +52,8 @@ pub async fn run(
                 }
                 {
                     let mut last = shared.last.lock().unwrap_or_else(|p| p.into_inner());
-                    if fencing && g.fencing_token() <= last.0 {
+                    // Peers without fencing tokens (rslock) hand out token 0: overlap only.
+                    if g.fencing_token() > 0 && g.fencing_token() <= last.0 {
                         shared.violations.fetch_add(1, Ordering::SeqCst);
                     }
                     last.0 = g.fencing_token();

@@ -51,6 +51,7 @@ pub async fn run(label: &str, url: &str, lock: &dyn DistributedLock) -> Result<R
             "freed when the session expired (the URL's session_timeout, default 10 s; not the lease)"
         }
         lock_core::CrashRelease::Connection => "freed when the database saw the connection close",
+        _ => "freed as the backend's capabilities describe",
     };
     Ok(ResultRow {
         backend: label.to_owned(),

@@ -349,7 +349,7 @@ async fn run_case(h: &dyn Harness, case: &Case) -> Result<(), String> {
     for _ in 0..CLIENTS {
         real.clients.push(h.client().await);
     }
-    real.label = real.clients[0].backend_name();
+    real.label = real.clients[0].backend_name().to_owned();
     let store = MemoryStore::new();
     let mut reference = Side {
         clients: (0..CLIENTS)

@@ -25,7 +25,7 @@ pub const CASE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(180
 
 /// A lock name unique to one case run, so parallel and repeated runs never collide.
 pub fn unique_name(case: &str) -> String {
-    format!("conf-{case}-{}", &crate::owner_token()[..12])
+    format!("conf-{case}-{}", &crate::backend::owner_token()[..12])
 }
 
 /// Runs `fut` under [`CASE_TIMEOUT`], failing the test if it hangs.

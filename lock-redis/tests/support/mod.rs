@@ -35,7 +35,7 @@ pub fn ports(url: &str) -> Vec<u16> {
 
 /// A fresh lock name for one test.
 pub fn unique(what: &str) -> String {
-    format!("redis-{what}-{}", &lock_core::owner_token()[..10])
+    format!("redis-{what}-{}", &lock_core::backend::owner_token()[..10])
 }
 
 /// distlock's own key `what` (`fence`, `queue`, `qexp`) beside the lock key `lock`, as

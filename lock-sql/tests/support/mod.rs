@@ -23,7 +23,10 @@ pub fn mysql_url() -> String {
 }
 
 pub fn sqlite_url() -> String {
-    let dir = std::env::temp_dir().join(format!("distlock-test-{}", lock_core::owner_token()));
+    let dir = std::env::temp_dir().join(format!(
+        "distlock-test-{}",
+        lock_core::backend::owner_token()
+    ));
     std::fs::create_dir_all(&dir).unwrap();
     format!("sqlite://{}/locks.db", dir.display())
 }
@@ -157,7 +160,7 @@ impl SqlHarness {
                         break;
                     }
                     let pause = Duration::from_millis(200)
-                        + lock_core::wait::random_up_to(Duration::from_millis(100));
+                        + lock_core::backend::wait::random_up_to(Duration::from_millis(100));
                     tokio::time::sleep(pause).await;
                 }
                 waiter.await.unwrap();

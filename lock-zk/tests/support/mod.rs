@@ -69,7 +69,7 @@ pub async fn raw(url: &str) -> zookeeper_client::Client {
 
 /// A lock name unique to this run.
 pub fn unique(what: &str) -> String {
-    format!("zk-{what}-{}", &lock_core::owner_token()[..10])
+    format!("zk-{what}-{}", &lock_core::backend::owner_token()[..10])
 }
 
 /// Acquire options waiting at most `secs`.

@@ -41,22 +41,10 @@ pub fn validate(name: &str) -> Result<(), LockError> {
     Ok(())
 }
 
-/// A short, escaped rendering of a (possibly hostile) name for messages: at most 64 characters,
-/// control characters escaped, quoted.
-pub fn preview(name: &str) -> String {
-    const MAX_CHARS: usize = 64;
-    let mut shown: String = name.chars().take(MAX_CHARS).collect();
-    let truncated = shown.len() < name.len();
-    shown = format!("{shown:?}");
-    if truncated {
-        shown.push_str(&format!("… ({} bytes)", name.len()));
-    }
-    shown
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::preview;
 
     #[test]
     fn rejects_empty_long_and_nul() {

@@ -10,7 +10,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::duration::parse_duration;
+use crate::backend::duration::parse_duration;
 use crate::LockError;
 
 /// One `host:port` of a URL.

@@ -17,7 +17,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex, Weak};
 
-use crate::Deadline;
+use crate::backend::Deadline;
 use tokio::sync::{Notify, OwnedMutexGuard};
 
 /// One lock's in-process waiter queue (see the module docs).

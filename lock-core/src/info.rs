@@ -1,0 +1,42 @@
+//! [`LockInfo`]: what `inspect` reports about one lock.
+
+use std::time::Duration;
+
+/// A snapshot of one lock's state, from [`DistributedLock::inspect`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LockInfo {
+    /// Whether someone holds it.
+    pub held: bool,
+    /// The holder's fencing token, when the store records it.
+    pub fencing_token: Option<u64>,
+    /// The holder's owner id (token, znode name, session), when known.
+    pub owner: Option<String>,
+    /// Lease time left, for lease-based stores.
+    pub expires_in: Option<Duration>,
+    /// Contenders waiting, where the store can tell (ZooKeeper).
+    pub waiters: Option<usize>,
+}
+
+impl LockInfo {
+    /// A free lock.
+    pub fn free() -> Self {
+        Self::default()
+    }
+
+    /// A held lock.
+    pub fn held(
+        fencing_token: Option<u64>,
+        owner: Option<String>,
+        expires_in: Option<Duration>,
+        waiters: Option<usize>,
+    ) -> Self {
+        LockInfo {
+            held: true,
+            fencing_token,
+            owner,
+            expires_in,
+            waiters,
+        }
+    }
+}
