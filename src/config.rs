@@ -18,6 +18,27 @@ use lock_core::{AcquireOptions, LockError, SecretUrl};
 use serde::Deserialize;
 
 /// A lock URL plus optional acquisition defaults.
+///
+/// ```
+/// use std::time::Duration;
+/// use distlock::LockConfig;
+///
+/// // From a TOML file (any serde format works).
+/// #[derive(serde::Deserialize)]
+/// struct AppConfig {
+///     lock: LockConfig,
+/// }
+/// let app: AppConfig = toml::from_str(r#"
+///     [lock]
+///     url = "postgres://app:s3cret@db:5432/app?mode=row"
+///     wait = "10s"
+/// "#).unwrap();
+/// // The password never shows in Debug output or logs.
+/// assert!(!format!("{:?}", app.lock).contains("s3cret"));
+/// let opts = app.lock.options().unwrap();
+/// assert_eq!(opts.wait, Some(Duration::from_secs(10)));
+/// // distlock::connect_config(&app.lock) connects with these defaults.
+/// ```
 #[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct LockConfig {

@@ -20,6 +20,10 @@ fn main() {
             std::process::exit(code);
         }
     };
+    if let Err(e) = cli::logs::init(parsed.verbose) {
+        eprintln!("distlock: {e}");
+        std::process::exit(cli::exit::USAGE);
+    }
     // One thread, this one: `exec` forks CMD from here, and Linux sends CMD its parent-death
     // signal when the *thread* that forked it exits, so that thread must live as long as the
     // process.

@@ -76,3 +76,53 @@ pub async fn connect(url: &str) -> Result<Arc<dyn DistributedLock>, LockError> {
         ))),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The registry is the one scheme list: every scheme it routes to a backend is one that
+    /// backend's own URL parser accepts, and no two backends claim a scheme.
+    #[test]
+    fn every_registered_scheme_parses_in_its_backend() {
+        let mut seen = std::collections::HashSet::new();
+        for b in backends() {
+            for scheme in b.schemes {
+                assert!(seen.insert(*scheme), "scheme {scheme} registered twice");
+                let parsed = match b.feature {
+                    #[cfg(feature = "redis")]
+                    "redis" => lock_redis::RedisConfig::from_url(&format!(
+                        "{scheme}://{}",
+                        if *scheme == "redlock" {
+                            "127.0.0.1:1,127.0.0.1:2,127.0.0.1:3"
+                        } else {
+                            "127.0.0.1:1"
+                        }
+                    ))
+                    .map(drop),
+                    #[cfg(feature = "zookeeper")]
+                    "zookeeper" => {
+                        lock_zk::ZkConfig::from_url(&format!("{scheme}://127.0.0.1:1")).map(drop)
+                    }
+                    #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+                    "postgres" | "mysql" | "sqlite" => {
+                        let url = if *scheme == "sqlite" {
+                            "sqlite://./registry-test.db".to_owned()
+                        } else {
+                            format!("{scheme}://u@127.0.0.1:1/db")
+                        };
+                        lock_sql::SqlConfig::from_url(&url).map(drop)
+                    }
+                    _ => Ok(()),
+                };
+                if let Err(e) = parsed {
+                    panic!(
+                        "{scheme}:// is registered for {} but its parser says: {e}",
+                        b.feature
+                    );
+                }
+            }
+        }
+        assert!(seen.len() >= 9, "{seen:?}");
+    }
+}

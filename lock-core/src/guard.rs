@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use crate::backend::{Lease, LostSignal};
 use crate::LockError;
@@ -91,6 +92,13 @@ impl Shared {
         s.ttl = ttl;
         s.valid_until = validity.map(|v| started + v);
         s.validity = validity;
+    }
+
+    /// Marks the lock lost (once) and says so in the log.
+    fn lose(&self, reason: String) {
+        if self.lost.mark_lost(reason.clone()) {
+            tracing::warn!(name = %self.name, backend = %self.backend, token = self.token, %reason, "lock lost");
+        }
     }
 
     fn lost_error(&self, reason: String) -> LockError {
@@ -244,6 +252,26 @@ impl LockGuard {
     /// Resolves with a [`LockError::Lost`] once the lock is known to be lost (at once if it
     /// already is). Independent of the guard's lifetime, so it can sit in a `select!` beside
     /// the protected work.
+    ///
+    /// ```
+    /// # async fn demo() -> Result<(), lock_core::LockError> {
+    /// use std::time::Duration;
+    /// use lock_core::{AcquireOptions, DistributedLock, LockError};
+    ///
+    /// let lock = lock_core::memory::MemoryStore::new().client();
+    /// // A lease that is not renewed runs out: the guard reports it.
+    /// let guard = lock
+    ///     .acquire("export", &AcquireOptions::new().ttl(Duration::from_millis(50)).renew(false))
+    ///     .await?;
+    /// let work = tokio::time::sleep(Duration::from_secs(60)); // the protected work
+    /// tokio::select! {
+    ///     _ = work => unreachable!("the work outlived its lock"),
+    ///     e = guard.lost() => assert!(matches!(e, LockError::Lost { .. })),
+    /// }
+    /// assert!(guard.is_lost());
+    /// # Ok(()) }
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(demo()).unwrap();
+    /// ```
     pub fn lost(&self) -> impl Future<Output = LockError> + Send + 'static {
         let shared = Arc::clone(&self.shared);
         async move {
@@ -256,6 +284,22 @@ impl LockGuard {
     /// renewal is rescheduled at once for the new lease, so a shorter `ttl` is renewed on its
     /// own, shorter schedule; `extend` and the background renewal never overlap, and their
     /// results are recorded in the order the store answered them.
+    ///
+    /// ```
+    /// # async fn demo() -> Result<(), lock_core::LockError> {
+    /// use std::time::Duration;
+    /// use lock_core::{AcquireOptions, DistributedLock};
+    ///
+    /// let lock = lock_core::memory::MemoryStore::new().client();
+    /// let opts = AcquireOptions::new().ttl(Duration::from_secs(5)).renew(false);
+    /// let guard = lock.acquire("batch", &opts).await?;
+    /// // The batch turned out longer than planned: ask for a minute from now.
+    /// guard.extend(Duration::from_secs(60)).await?;
+    /// assert!(guard.remaining_validity().unwrap() > Duration::from_secs(50));
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(demo()).unwrap();
+    /// ```
     ///
     /// # Errors
     /// [`LockError::NotHeld`] if the lock is lost or someone else holds it now (the guard is then
@@ -296,8 +340,16 @@ impl LockGuard {
         if let Some(t) = self.task.take() {
             t.abort();
         }
-        let res = self.shared.lease.release().await;
-        tracing::debug!(name = %self.shared.name, backend = %self.shared.backend, token = self.shared.token, ok = res.is_ok(), "lock released");
+        let span = tracing::debug_span!("release", name = %self.shared.name, backend = %self.shared.backend, token = self.shared.token);
+        let res = self.shared.lease.release().instrument(span).await;
+        match &res {
+            Ok(()) => {
+                tracing::debug!(name = %self.shared.name, backend = %self.shared.backend, token = self.shared.token, "lock released")
+            }
+            Err(e) => {
+                tracing::warn!(name = %self.shared.name, backend = %self.shared.backend, token = self.shared.token, error = %e, "release failed")
+            }
+        }
         res
     }
 
@@ -363,7 +415,11 @@ async fn keep_alive(shared: Arc<Shared>) {
         };
         tokio::select! {
             _ = tokio::time::sleep_until(wake) => {}
-            _ = shared.lost.wait() => return,
+            reason = shared.lost.wait() => {
+                // Lost through the backend's own signal (session expiry, a dead connection).
+                tracing::warn!(name = %shared.name, backend = %shared.backend, token = shared.token, %reason, "lock lost");
+                return;
+            }
             // `extend` changed the lease: compute the schedule again.
             _ = shared.rescheduled.notified() => {
                 retry_after = None;
@@ -378,7 +434,7 @@ async fn keep_alive(shared: Arc<Shared>) {
                 // An `extend` renewed meanwhile: schedule from its result.
                 Err(_) if shared.snapshot() != scheduled => continue,
                 Err(_) => {
-                    shared.lost.mark_lost(format!(
+                    shared.lose(format!(
                         "the {ttl:?} lease ran out while an extend was still waiting for the store"
                     ));
                     return;
@@ -396,7 +452,7 @@ async fn keep_alive(shared: Arc<Shared>) {
             } else {
                 format!("the {ttl:?} lease ran out (renewal is off)")
             };
-            shared.lost.mark_lost(why);
+            shared.lose(why);
             return;
         }
         if !shared.renew {
@@ -404,7 +460,9 @@ async fn keep_alive(shared: Arc<Shared>) {
         }
         let started = Instant::now();
         let deadline = valid_until.unwrap_or(started + ttl);
-        let res = match tokio::time::timeout_at(deadline, shared.lease.renew(ttl)).await {
+        let span = tracing::debug_span!("renew", name = %shared.name, backend = %shared.backend, token = shared.token);
+        let renewal = shared.lease.renew(ttl).instrument(span);
+        let res = match tokio::time::timeout_at(deadline, renewal).await {
             Ok(r) => r,
             Err(_) => Err(LockError::unavailable(
                 &shared.backend,
@@ -420,8 +478,7 @@ async fn keep_alive(shared: Arc<Shared>) {
                 tracing::trace!(name = %shared.name, token = shared.token, "lease renewed");
             }
             Err(e @ (LockError::NotHeld { .. } | LockError::Lost { .. })) => {
-                tracing::warn!(name = %shared.name, backend = %shared.backend, error = %e, "lock lost");
-                shared.lost.mark_lost(e.to_string());
+                shared.lose(e.to_string());
                 return;
             }
             Err(e) => {

@@ -24,6 +24,21 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
 /// applies them to every field the caller did not set: a field counts as set when one of the
 /// builder methods set it or when it differs from the built-in default.
 /// [`AcquireOptions::or_defaults`] does the merge.
+///
+/// ```
+/// use std::time::Duration;
+/// use lock_core::AcquireOptions;
+///
+/// // Wait up to 10 s for the lock; hold it on a 15 s lease renewed in the background.
+/// let opts = AcquireOptions::new()
+///     .wait(Duration::from_secs(10))
+///     .ttl(Duration::from_secs(15));
+/// assert_eq!(opts.wait, Some(Duration::from_secs(10)));
+/// assert!(opts.renew);
+/// assert!(opts.validate().is_ok());
+/// // A lease under 10 ms is refused before any store is asked.
+/// assert!(AcquireOptions::new().ttl(Duration::from_millis(1)).validate().is_err());
+/// ```
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct AcquireOptions {

@@ -3,6 +3,7 @@
 pub mod exec;
 pub mod exit;
 pub mod inspect;
+pub mod logs;
 
 use std::time::Duration;
 
@@ -16,6 +17,10 @@ fn dur(s: &str) -> Result<Duration, String> {
 #[derive(Parser, Debug)]
 #[command(name = "distlock", version, after_help = exit::HELP)]
 pub struct Cli {
+    /// More log output on stderr: -v shows distlock's debug events, -vv everything at trace.
+    /// `RUST_LOG` (e.g. `warn,lock_zk=debug`) takes precedence; the default shows warnings.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
     /// The sub-command to run.
     #[command(subcommand)]
     pub cmd: Cmd,
