@@ -29,7 +29,7 @@
 //! first new token is above every old one unless the server clock went back. Redlock: the
 //! floor is the client's clock, so the same holds unless the new client's clock is behind the
 //! old holders' clocks — the assumption Redlock fencing makes whenever counters are lost (see
-//! `redlock.rs`).
+//! `redlock/fence.rs`).
 //!
 //! All of a lock's keys carry `L` as a Redis Cluster hash tag, so they share the lock key's slot
 //! whenever `L` contains no `{`/`}` (distlock does not run on Redis Cluster; the naming keeps a

@@ -12,18 +12,14 @@ use crate::error::map;
 use crate::keys::Keys;
 use crate::node::{Foreign, Node};
 
-/// Redlock's clock-drift allowance: ttl·1% + 2 ms.
-pub(crate) fn drift(ttl: Duration) -> Duration {
-    ttl / 100 + Duration::from_millis(2)
-}
-
 /// The store side of a Redis guard.
 pub(crate) struct RedisLease {
     pub nodes: Vec<Node>,
     pub keys: Keys,
     pub token: String,
     pub quorum: usize,
-    pub redlock: bool,
+    /// How long a renewal vouches for (the topology's rule: see `Rounds::validity`).
+    pub validity: fn(Duration) -> Duration,
     pub name: String,
     pub label: String,
     pub per_node_timeout: Duration,
@@ -105,16 +101,13 @@ impl Lease for RedisLease {
             ..
         } = tally(results);
         if yes >= self.quorum {
-            let validity = if self.redlock {
-                ttl.saturating_sub(drift(ttl))
-            } else {
-                ttl
-            };
+            let validity = (self.validity)(ttl);
             if started.elapsed() < validity {
                 return Ok(Some(validity));
             }
         }
         if no > self.nodes.len() - self.quorum {
+            tracing::debug!(name = %self.name, backend = %self.label, renewed = yes, refused = no, nodes = self.nodes.len(), "renewal refused: the lock is no longer ours");
             return Err(LockError::not_held(
                 &self.name,
                 &self.label,
@@ -124,6 +117,7 @@ impl Lease for RedisLease {
                 ),
             ));
         }
+        tracing::debug!(name = %self.name, backend = %self.label, renewed = yes, refused = no, quorum = self.quorum, nodes = self.nodes.len(), "renewal reached too few nodes, or too late");
         Err(self.unavailable("renewal", yes, last_err))
     }
 
@@ -155,6 +149,7 @@ impl Lease for RedisLease {
                 None,
             ))
         } else if errors == 0 || no > self.nodes.len() - self.quorum {
+            tracing::debug!(name = %self.name, backend = %self.label, released = yes, refused = no, unreachable = errors, "release found the lock no longer ours (NotHeld)");
             Err(LockError::not_held(
                 &self.name,
                 &self.label,

@@ -31,13 +31,13 @@
 //! the lease (capped by `timeout`); a failed round is undone on every node; release goes to every
 //! node; renewal needs a quorum within the validity or the guard is lost.
 //!
-//! Fencing (`redlock.rs`): each granting master draws `max(counter + 1, floor)`, with one
+//! Fencing (`redlock/fence.rs`): each granting master draws `max(counter + 1, floor)`, with one
 //! client-clock floor per round, and each master that does not grant reports its counter; the
 //! token `t` is above all of them. The lock counts as held once a quorum stores a counter ≥ `t`:
 //! at once when a quorum granted `t` itself (their counters agreed), otherwise after `t` is
 //! written back (`SET counter max(counter, t)`) to enough masters. A later holder's token is
 //! strictly greater as long as a master where the two rounds overlap kept its counter; the
-//! client clock only keeps tokens rising beyond that (see `redlock.rs` for the exact terms).
+//! client clock only keeps tokens rising beyond that (see `redlock/fence.rs` for the exact terms).
 //!
 //! Waiting: Redlock waiters queue too. Every master orders its queue by the waiter's own arrival
 //! time (the same score everywhere), so the same waiter heads every queue and wins a quorum; a
@@ -58,7 +58,29 @@
 //! `noeviction` with `InvalidConfig`, unless the URL says `eviction=warn` (see `config` and
 //! `eviction.rs`). A server that will not tell (CONFIG disabled or not permitted) is used with
 //! a warning.
+//!
+//! # Logs
+//! `tracing` events, never with a password or URL (servers appear as `host:port`): `warn` for
+//! a Redlock round or a connect that too few masters answered, an unusable or unchecked
+//! eviction policy, and a failed pub/sub connection; `debug` for each master that failed a
+//! round, a round that won some masters but no quorum, the pub/sub connection closing and
+//! reconnecting, a refused renewal and a release that found the lock no longer ours.
+//!
+//! # Layout
+//! * `backend.rs`: [`RedisLock`] — connect, and the one `LockBackend` impl, which picks the
+//!   topology's rounds once per acquisition.
+//! * `acquire.rs`: the acquisition loop both topologies share (queue, pub/sub wake-ups,
+//!   heartbeats, retries, the guard), written over the `Rounds` a topology supplies.
+//! * `single.rs`: the single-instance round (one script call on one server).
+//! * `redlock.rs`: the Redlock round — concurrent requests, quorum, validity
+//!   (`ttl − elapsed − drift`), undo; `redlock/fence.rs`: its fencing token and write-back.
+//! * `lease.rs`: renewal and release of a held lock (one node, or a quorum).
+//! * `node.rs`: one server and the script calls made on it; `scripts.rs` and `lua/`: the
+//!   scripts; `keys.rs`: how names become keys; `subscriber.rs`: the pub/sub connection.
+//! * `config.rs`: [`RedisConfig`] from a URL; `eviction.rs`: the `maxmemory-policy` check;
+//!   `error.rs`: redis errors to [`lock_core::LockError`].
 
+mod acquire;
 mod backend;
 pub mod config;
 mod error;
@@ -68,10 +90,8 @@ mod lease;
 mod node;
 mod redlock;
 mod scripts;
+mod single;
 mod subscriber;
 
 pub use backend::{connect, RedisLock};
 pub use config::{EvictionCheck, RedisConfig, Topology};
-
-/// URL schemes this backend serves.
-pub const SCHEMES: &[&str] = &["redis", "redlock"];

@@ -163,6 +163,12 @@ impl Node {
             .map(|_| ())
     }
 
+    /// The server's `host:port` (for logs and messages: never the URL, which may hold the
+    /// password).
+    pub(crate) fn addr(&self) -> &str {
+        &self.addr
+    }
+
     /// A node whose connection is opened on first use (and re-opened after failures).
     pub(crate) fn lazy(cfg: &RedisConfig, i: usize, label: &str) -> Result<Node, LockError> {
         let client = Client::open(cfg.node_url(i)).map_err(|e| {

@@ -1,134 +1,283 @@
-//! Redlock fencing: the token a won round settles on, and the write-back that makes a quorum
-//! store it before the lock counts as held.
+//! [`Redlock`]: the quorum path (`redlock://h1:p1,h2:p2,h3:p3`) — where a round counts its
+//! quorum, computes its validity and settles its fencing token.
 //!
-//! # The rule
-//! Every master that grants draws `max(counter + 1, floor)` (one client-clock floor per round),
-//! every master that does not grant reports its counter. The round's token `t` is above all of
-//! them: `t = max(every granted token, every reported counter + 1)`. The lock counts as held
-//! only once a quorum is known to store a counter ≥ `t`: the masters that granted exactly `t`,
-//! plus those that confirmed the write-back (`SET counter max(counter, t)`, sent to every
-//! master). Fast path: when a quorum granted exactly `t` (their counters agreed, so the shared
-//! floor gave them one token), nothing waits for the write-back, which then only lowers the
-//! lagging counters and leaves our queue entries, off the critical path.
+//! # A round
+//! The acquire script goes to all N masters concurrently, each reply bounded by a quarter of
+//! the lease (capped by `timeout`). The round is won when
+//! * at least a quorum (N/2 + 1) granted,
+//! * the fencing token above every counter heard of is stored on a quorum (`redlock/fence.rs`),
+//! * and validity remains after both: `ttl − elapsed − drift`, drift = ttl·1% + 2 ms.
 //!
-//! # What Redlock fencing assumes
-//! A token `t` is stored on a quorum `Q` before its lock counts as held. A later round that
-//! wins the lock hears from a set `S` of masters (at least the quorum that granted it), and
-//! `S` and `Q` share at least one master (two majorities of the same N overlap). If that master
-//! still has its counter, the later token is above `t`: a granting master draws at least
-//! `counter + 1`, a holding one reports its counter and the token is set above it.
+//! The guard then counts `ttl − drift` from the round's start. A round that is not won is
+//! undone on every master before anyone retries; one that found fewer than a quorum of
+//! masters answering is retried after a random pause for up to half a lease, then reported
+//! `Unavailable`.
 //!
-//! So tokens strictly increase as long as, between two acquisitions, no master in that overlap
-//! loses its counter (a restart without persistence, `FLUSHALL`, an evicted key, a failover to
-//! a replica that had not received it). Masters that answer but hold the lock for someone else
-//! count too (their reported counters are used): a round hearing from `s` masters overlaps `Q`
-//! in at least `s + quorum − N`, so with every master answering up to `quorum − 1` lost
-//! counters are survived, with a bare quorum answering none (N = 5: 2 and 0). Beyond that
-//! only the floor keeps tokens rising, and the floor is the acquiring client's clock in µs:
-//! tokens then rise only if that clock is not behind the clocks of the earlier holders at
-//! their acquisitions. While the counters survive, nothing is assumed about client clocks.
-//!
-//! Mutual exclusion has its own assumptions (bounded drift, restarted masters staying down for
-//! a lease; see the crate docs); fencing is what protects the resource when those fail.
+//! # Queue order
+//! Every master orders its queue by the waiter's own arrival time (the same score
+//! everywhere), so the same waiter heads every queue and wins a quorum; a split round (some
+//! masters granted, others had not yet seen the release) is retried within ~2 ms. Clock skew
+//! between clients bends the order, never safety.
+
+mod fence;
 
 use std::time::Duration;
 
-use tokio::sync::mpsc;
+use futures::future::join_all;
+use lock_core::backend::wait::random_up_to;
+use lock_core::LockError;
+use tokio::time::Instant;
 
+use self::fence::{write_back, Fence};
+use crate::acquire::{Bid, Round, Rounds};
+use crate::config::RedisConfig;
 use crate::keys::Keys;
-use crate::node::Node;
+use crate::node::{Attempt, Node};
 
-/// The token a won round settles on.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Fence {
-    /// Above every counter any master reported in the round.
-    pub token: u64,
-    /// Per master: whether it is already known to store a counter ≥ `token` (it granted
-    /// exactly `token`).
-    pub stored: Vec<bool>,
+/// Redlock's clock-drift allowance: ttl·1% + 2 ms.
+fn drift(ttl: Duration) -> Duration {
+    ttl / 100 + Duration::from_millis(2)
 }
 
-impl Fence {
-    /// `granted[i]`: master `i`'s drawn token if it granted; `counters`: the counters reported by
-    /// the masters that answered without granting.
-    pub(crate) fn settle(granted: &[Option<u64>], counters: &[u64]) -> Fence {
-        let drawn = granted.iter().flatten().copied().max().unwrap_or(0);
-        let above = counters
-            .iter()
-            .map(|c| c.saturating_add(1))
-            .max()
-            .unwrap_or(0);
-        let token = drawn.max(above);
-        Fence {
-            token,
-            stored: granted.iter().map(|g| *g == Some(token)).collect(),
-        }
-    }
-
-    /// How many masters are known to store the token already.
-    pub(crate) fn stored_on(&self) -> usize {
-        self.stored.iter().filter(|s| **s).count()
-    }
-}
-
-/// Sends the write-back of `fence` (raise the counter, leave the queue) to every master, each
-/// bounded by `per_node`. Returns how many masters are then known to store a counter ≥ the
-/// token: at once when a quorum already did (the write-backs go on in the background), else
-/// as soon as confirmations make a quorum, or when every write-back has answered or timed out.
-pub(crate) async fn write_back(
-    nodes: &[Node],
-    keys: &Keys,
-    owner: &str,
-    fence: &Fence,
+/// N independent masters, quorum N/2 + 1.
+pub(crate) struct Redlock {
+    nodes: Vec<Node>,
     quorum: usize,
-    per_node: Duration,
-) -> usize {
-    let mut stored = fence.stored_on();
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    for (i, n) in nodes.iter().enumerate() {
-        let (n, keys, owner, tx, token) = (
-            n.clone(),
-            keys.clone(),
-            owner.to_owned(),
-            tx.clone(),
-            fence.token,
-        );
-        tokio::spawn(async move {
-            let r = tokio::time::timeout(per_node, n.writeback(&keys, token, &owner)).await;
-            let _ = tx.send((i, matches!(r, Ok(Ok(Ok(c))) if c >= token)));
-        });
-    }
-    drop(tx);
-    while stored < quorum {
-        match rx.recv().await {
-            Some((i, true)) if !fence.stored[i] => stored += 1,
-            Some(_) => {}
-            None => break,
+    /// Bound on each reply (further capped per round by the lease).
+    timeout: Duration,
+    /// Test hook: this client's clock runs this far behind.
+    clock_behind: Duration,
+    label: String,
+}
+
+impl Redlock {
+    /// Connects to every master; at least a quorum must answer now, the others are retried on
+    /// every later call. A master that refuses the credentials or may evict lock keys fails
+    /// the connect even while a quorum of others answered.
+    pub(crate) async fn connect(cfg: &RedisConfig, label: &str) -> Result<Self, LockError> {
+        let mut checks = join_all((0..cfg.nodes.len()).map(|i| Node::connect(cfg, i, label))).await;
+        let up = checks.iter().filter(|c| c.is_ok()).count();
+        if let Some(i) = checks
+            .iter()
+            .position(|c| matches!(c, Err(LockError::InvalidConfig { .. })))
+        {
+            return Err(checks.swap_remove(i).err().unwrap_or_else(|| {
+                LockError::invalid_config("a Redlock master refused the configuration")
+            }));
         }
+        if up < cfg.quorum() {
+            return Err(LockError::unavailable(
+                label,
+                None,
+                format!(
+                    "only {up} of {} Redlock masters answered; a quorum of {} is needed",
+                    cfg.nodes.len(),
+                    cfg.quorum()
+                ),
+                None,
+            ));
+        }
+        for (i, c) in checks.iter().enumerate() {
+            if let Err(e) = c {
+                tracing::warn!(backend = %label, server = %cfg.nodes[i], error = %e, "Redlock master unreachable at connect; retried on every call");
+            }
+        }
+        // Keep the connections that answered; the others reconnect lazily on later calls.
+        let nodes = checks
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| c.or_else(|_| Node::lazy(cfg, i, label)))
+            .collect::<Result<_, _>>()?;
+        Ok(Redlock {
+            nodes,
+            quorum: cfg.quorum(),
+            timeout: cfg.timeout,
+            clock_behind: cfg.test_hooks.clock_behind,
+            label: label.to_owned(),
+        })
     }
-    stored
+
+    /// The client's clock in µs: the token floor of a round and a waiter's queue score.
+    fn now_us(&self) -> u64 {
+        let behind = u64::try_from(self.clock_behind.as_micros()).unwrap_or(u64::MAX);
+        now_us().saturating_sub(behind)
+    }
+
+    /// Releases whatever a failed round took, on every master (each bounded by `t`).
+    async fn undo(&self, keys: &Keys, token: &str, t: Duration) {
+        join_all(
+            self.nodes
+                .iter()
+                .map(|n| tokio::time::timeout(t, n.release(keys, token))),
+        )
+        .await;
+    }
+}
+
+impl Rounds for Redlock {
+    fn nodes(&self) -> &[Node] {
+        &self.nodes
+    }
+
+    fn label(&self) -> &str {
+        &self.label
+    }
+
+    fn quorum(&self) -> usize {
+        self.quorum
+    }
+
+    /// A quarter of the lease (capped by `timeout`), so a dead master cannot eat the lease
+    /// (acquire + token write-back take at most half of it) while a slow link (e.g. 100 ms
+    /// round trips under a 1 s lease) still gets its answers counted.
+    fn per_node_timeout(&self, ttl: Duration) -> Duration {
+        self.timeout.min((ttl / 4).max(Duration::from_millis(10)))
+    }
+
+    /// `ttl − drift`: each master expires the key by its own clock, which may run faster than
+    /// ours by up to the drift over a lease.
+    fn validity(ttl: Duration) -> Duration {
+        ttl.saturating_sub(drift(ttl))
+    }
+
+    /// The waiter's own arrival time, the same on every master.
+    fn queue_score(&self) -> Option<u64> {
+        Some(self.now_us())
+    }
+
+    /// Rounds that missed a quorum of answers are retried after 20–100 ms for up to half a
+    /// lease.
+    fn retry_pause(&self, ttl: Duration, failing_for: Duration) -> Option<Duration> {
+        (failing_for < ttl / 2)
+            .then(|| Duration::from_millis(20) + random_up_to(Duration::from_millis(80)))
+    }
+
+    async fn round(&self, bid: &Bid<'_>) -> Result<Round, LockError> {
+        let (name, keys, token, ttl) = (bid.name, bid.keys, bid.token, bid.ttl);
+        let started = Instant::now();
+        let t = self.per_node_timeout(ttl);
+        // One token floor for the whole round, so masters whose counters agree grant the same
+        // token (the fast path in redlock/fence.rs).
+        let floor = Some(self.now_us());
+        let results = join_all(
+            self.nodes
+                .iter()
+                .map(|n| tokio::time::timeout(t, bid.on(n, floor))),
+        )
+        .await;
+        // Per master: the token it drew if it granted; the counters of those that did not.
+        let (mut granted, mut counters) = (vec![None; self.nodes.len()], Vec::new());
+        let (mut pttl, mut errors, mut last_err, mut foreign) = (i64::MAX, 0usize, None, None);
+        for (i, (r, node)) in results.into_iter().zip(&self.nodes).enumerate() {
+            match r {
+                Ok(Ok(Attempt::Acquired(f))) => granted[i] = Some(f),
+                // The shortest remaining lease among the masters that have one (a master
+                // without the key, or one that never expires it, says nothing about when the
+                // holder's quorum runs out).
+                Ok(Ok(Attempt::Held { pttl_ms, counter })) => {
+                    pttl = shortest_pttl(pttl, pttl_ms);
+                    counters.push(counter);
+                }
+                Ok(Ok(Attempt::Foreign(f))) => foreign = Some(f),
+                Ok(Err(e)) => {
+                    tracing::debug!(backend = %self.label, server = %node.addr(), name, error = %e, "Redlock master failed the acquire round");
+                    errors += 1;
+                    last_err = Some(e);
+                }
+                Err(_) => {
+                    tracing::debug!(backend = %self.label, server = %node.addr(), name, timeout = ?t, "Redlock master did not answer the acquire round in time");
+                    errors += 1;
+                }
+            }
+        }
+        let grants = granted.iter().flatten().count();
+        if let Some(f) = foreign {
+            // Another application's data at one of the lock's keys: no lock here. Whatever
+            // other masters granted is undone before the error is returned.
+            if grants > 0 {
+                self.undo(keys, token, t).await;
+            }
+            return Err(LockError::backend(
+                &self.label,
+                Some(name),
+                f.describe(keys),
+                None,
+            ));
+        }
+        let quorum = self.quorum;
+        // Quorum, validity = ttl − elapsed − drift, and the fencing token above every counter
+        // heard of, stored on a quorum before the lock counts as held (see redlock/fence.rs).
+        let valid = || {
+            !ttl.saturating_sub(started.elapsed())
+                .saturating_sub(drift(ttl))
+                .is_zero()
+        };
+        if grants >= quorum && valid() {
+            let fence = Fence::settle(&granted, &counters);
+            let stored = write_back(&self.nodes, keys, token, &fence, quorum, t).await;
+            if stored >= quorum && valid() {
+                return Ok(Round::Acquired {
+                    token: fence.token,
+                    validity: Self::validity(ttl),
+                });
+            }
+        }
+        // Failed: undo everywhere before anyone retries.
+        self.undo(keys, token, t).await;
+        let answered = self.nodes.len() - errors;
+        if answered < quorum {
+            tracing::warn!(backend = %self.label, name, answered, masters = self.nodes.len(), quorum, "Redlock round missed quorum: too few masters answered");
+            return Err(LockError::unavailable(
+                &self.label,
+                Some(name),
+                format!(
+                    "only {answered} of {} masters answered; a quorum of {quorum} is needed{}",
+                    self.nodes.len(),
+                    last_err.map_or_else(String::new, |e| format!(" (last error: {e})"))
+                ),
+                None,
+            ));
+        }
+        if grants > 0 {
+            tracing::debug!(backend = %self.label, name, grants, quorum, elapsed = ?started.elapsed(), "Redlock round missed quorum (split vote, or validity ran out); undone");
+        }
+        Ok(Round::Held {
+            pttl_ms: if pttl == i64::MAX { 0 } else { pttl },
+            partial: grants > 0,
+        })
+    }
+}
+
+/// Folds one master's remaining lease `q` (ms; negative: no key, or a key that never expires)
+/// into the round's shortest so far `acc` (`i64::MAX` before any reply): the shortest
+/// non-negative lease wins; a negative one stands only while no master reported any other.
+fn shortest_pttl(acc: i64, q: i64) -> i64 {
+    match (acc, q) {
+        (i64::MAX, q) => q,
+        (acc, q) if q < 0 => acc,
+        (acc, q) if acc < 0 => q,
+        (acc, q) => acc.min(q),
+    }
+}
+
+/// The client's clock in µs (Redlock token floor and queue score).
+fn now_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
 }
 
 #[cfg(test)]
 mod tests {
-    use super::Fence;
+    use super::shortest_pttl;
 
     #[test]
-    fn the_token_is_above_every_counter_heard_of() {
-        // All granted alike: a quorum stores it already (fast path).
-        let f = Fence::settle(&[Some(100), Some(100), Some(100), None, None], &[]);
-        assert_eq!((f.token, f.stored_on()), (100, 3));
-        // A holding master remembers a higher counter: the token goes above it, and nobody
-        // stores it yet.
-        let f = Fence::settle(&[Some(5), None, None, Some(5), Some(5)], &[900, 900]);
-        assert_eq!((f.token, f.stored_on()), (901, 0));
-        // Granting masters disagree: the highest wins, stored only where it was drawn.
-        let f = Fence::settle(&[Some(7), Some(9), Some(7)], &[3]);
-        assert_eq!(
-            (f.token, f.stored_on(), f.stored),
-            (9, 1, vec![false, true, false])
-        );
-        assert_eq!(Fence::settle(&[None], &[]).token, 0);
-        assert_eq!(Fence::settle(&[None], &[u64::MAX]).token, u64::MAX);
+    fn the_shortest_known_lease_wins_and_unknown_ones_only_stand_alone() {
+        let fold = |v: &[i64]| v.iter().fold(i64::MAX, |acc, &q| shortest_pttl(acc, q));
+        assert_eq!(fold(&[]), i64::MAX);
+        assert_eq!(fold(&[500, 200, 900]), 200);
+        assert_eq!(fold(&[-2, 300, -1, 100]), 100);
+        assert_eq!(fold(&[300, -2]), 300);
+        assert_eq!(fold(&[-2, -1]), -2);
     }
 }

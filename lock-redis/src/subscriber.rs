@@ -21,8 +21,9 @@ struct Live {
 }
 
 /// One pub/sub connection, opened on first use.
-#[derive(Default)]
 pub(crate) struct Subscriber {
+    /// The server's `host:port`, for logs.
+    server: String,
     channels: Channels,
     /// Serializes subscribe/unsubscribe so a late unsubscribe never drops a new waiter's channel.
     live: tokio::sync::Mutex<Option<Live>>,
@@ -72,6 +73,15 @@ impl Drop for Waiting {
 }
 
 impl Subscriber {
+    /// A subscriber for the server at `server` (`host:port`); connects on first use.
+    pub(crate) fn new(server: &str) -> Self {
+        Subscriber {
+            server: server.to_owned(),
+            channels: Channels::default(),
+            live: tokio::sync::Mutex::new(None),
+        }
+    }
+
     /// Registers `token` as a waiter on `channel`, subscribing first if needed. Errors are
     /// swallowed into "no push wake-ups" (the waiter's heartbeat still re-checks).
     pub(crate) async fn wait_on(
@@ -90,11 +100,14 @@ impl Subscriber {
         if first {
             let mut live = self.live.lock().await;
             if live.as_ref().is_none_or(|l| l.reader.is_finished()) {
+                if live.is_some() {
+                    tracing::debug!(server = %self.server, "redis pub/sub connection was lost; reconnecting");
+                }
                 *live = self.open(client).await;
             }
             if let Some(l) = live.as_mut() {
                 if let Err(e) = l.sink.subscribe(channel).await {
-                    tracing::warn!(error = %e, "redis SUBSCRIBE failed; waiters fall back to their heartbeat");
+                    tracing::warn!(server = %self.server, error = %e, "redis SUBSCRIBE failed; waiters fall back to their heartbeat");
                 }
             }
         }
@@ -110,12 +123,13 @@ impl Subscriber {
         let pubsub = match client.get_async_pubsub().await {
             Ok(p) => p,
             Err(e) => {
-                tracing::warn!(error = %e, "redis pub/sub connection failed");
+                tracing::warn!(server = %self.server, error = %e, "redis pub/sub connection failed; waiters fall back to their heartbeat");
                 return None;
             }
         };
         let (sink, mut stream) = pubsub.split();
         let channels = Arc::clone(&self.channels);
+        let server = self.server.clone();
         let reader = tokio::spawn(async move {
             while let Some(msg) = stream.next().await {
                 let next: String = msg.get_payload().unwrap_or_default();
@@ -131,6 +145,7 @@ impl Subscriber {
                     }
                 }
             }
+            tracing::debug!(server = %server, "redis pub/sub connection closed; waiters re-check on their heartbeat until the next one reconnects");
         });
         // Re-subscribe everything waited on (after a reconnect).
         let mut live = Live { sink, reader };

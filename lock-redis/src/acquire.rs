@@ -1,0 +1,237 @@
+//! The acquisition loop both topologies share: rounds, the waiter's place in the queue,
+//! pub/sub wake-ups, heartbeats, and the guard once a round wins.
+//!
+//! What a round is differs by topology and lives with it: one script call on one server
+//! (`single.rs`), or a quorum round with validity and a fencing write-back (`redlock.rs`).
+//! Each supplies [`Rounds`]; [`acquire`] is written once over it.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::join_all;
+use lock_core::backend::wait::random_up_to;
+use lock_core::backend::{CleanupOnDrop, Deadline, GuardParts, LostSignal};
+use lock_core::{AcquireOptions, LockError, LockGuard};
+use redis::RedisResult;
+use tokio::time::Instant;
+
+use crate::keys::Keys;
+use crate::lease::RedisLease;
+use crate::node::{Attempt, Node};
+use crate::subscriber::{Subscriber, Waiting};
+
+/// A queued waiter re-checks (and refreshes its place) at least this often, even without a
+/// release message.
+const HEARTBEAT: Duration = Duration::from_millis(1000);
+/// A queued waiter that stops refreshing loses its place after this long.
+const WAITER_TTL: Duration = Duration::from_millis(3000);
+
+/// How one acquisition round ended.
+pub(crate) enum Round {
+    /// Ours, with this fencing token, valid for `validity` from the round's start.
+    Acquired { token: u64, validity: Duration },
+    /// Not ours. `partial`: a Redlock round that won some masters but no quorum (a split
+    /// vote while queues converge), worth retrying at once.
+    Held { pttl_ms: i64, partial: bool },
+}
+
+/// What a topology supplies to [`acquire`]: its round, and the terms its guards live by.
+pub(crate) trait Rounds: Sync {
+    /// The servers: a waiter subscribes on each, a cancelled attempt is cleaned up on each,
+    /// and the guard renews and releases on each.
+    fn nodes(&self) -> &[Node];
+
+    /// The backend label used in messages.
+    fn label(&self) -> &str;
+
+    /// How many nodes must renew or release a held lock for it to count.
+    fn quorum(&self) -> usize;
+
+    /// Each node's reply bound for a lock of `ttl`.
+    fn per_node_timeout(&self, ttl: Duration) -> Duration;
+
+    /// How long a lease of `ttl`, granted or renewed at some instant, can be relied on from
+    /// that instant (a plain function, so the guard's lease can keep it).
+    fn validity(ttl: Duration) -> Duration;
+
+    /// This waiter's place in every queue (`None`: its arrival at the server).
+    fn queue_score(&self) -> Option<u64>;
+
+    /// After a round that found the store unavailable, rounds having failed so for
+    /// `failing_for`: the pause before the next round, or `None` to give up with the error.
+    fn retry_pause(&self, ttl: Duration, failing_for: Duration) -> Option<Duration>;
+
+    /// One acquisition round. Whatever a failed round took is undone before it returns.
+    fn round(&self, bid: &Bid<'_>) -> impl Future<Output = Result<Round, LockError>> + Send;
+}
+
+/// What every round of one acquisition asks each node.
+pub(crate) struct Bid<'a> {
+    /// The lock name (for messages).
+    pub name: &'a str,
+    /// The lock's keys.
+    pub keys: &'a Keys,
+    /// This acquisition's owner token.
+    pub token: &'a str,
+    /// The lease asked for.
+    pub ttl: Duration,
+    /// Join (or refresh a place in) the waiter queue when the lock is held.
+    pub queue: bool,
+    /// The place in the queue (see [`Rounds::queue_score`]).
+    pub score: Option<u64>,
+}
+
+impl Bid<'_> {
+    /// This bid's acquire script call on `node`, drawing a fencing token of at least `floor`
+    /// (`None`: the server's clock).
+    pub(crate) async fn on(&self, node: &Node, floor: Option<u64>) -> RedisResult<Attempt> {
+        node.acquire(
+            self.keys, self.token, self.ttl, self.queue, WAITER_TTL, self.score, floor,
+        )
+        .await
+    }
+}
+
+/// Acquires `name` on `rounds` with owner `token`: rounds until one wins, the lock stays
+/// held past `opts.wait`, or (`try_only`) the first round finds it held. Waiters queue (FIFO)
+/// and sleep until a release message (`subscribers`, one per node) or their heartbeat.
+///
+/// # Cancel safety
+/// Dropping the future removes this attempt's key and queue entries on every node (in the
+/// background).
+pub(crate) async fn acquire<R: Rounds>(
+    rounds: &R,
+    subscribers: &[Arc<Subscriber>],
+    keys: Keys,
+    token: String,
+    name: &str,
+    opts: &AcquireOptions,
+    try_only: bool,
+) -> Result<Option<LockGuard>, LockError> {
+    let deadline = Deadline::after(opts.wait);
+    let bid = Bid {
+        name,
+        keys: &keys,
+        token: &token,
+        ttl: opts.ttl,
+        queue: !try_only,
+        score: rounds.queue_score(),
+    };
+    // Subscribed only once the lock turns out to be held (a free lock costs one round trip),
+    // followed at once by another round so a release in between is not missed.
+    let mut waits: Option<Vec<Waiting>> = None;
+    // Whatever an interrupted attempt or a departed waiter left behind is removed.
+    let (cleanup_nodes, cleanup_keys, cleanup_token) =
+        (rounds.nodes().to_vec(), keys.clone(), token.clone());
+    let armed = CleanupOnDrop::new(move || {
+        Box::pin(async move {
+            for n in &cleanup_nodes {
+                let _ = n.release(&cleanup_keys, &cleanup_token).await;
+                let _ = n.leave(&cleanup_keys, &cleanup_token).await;
+            }
+        })
+    });
+    let mut first_failure: Option<Instant> = None;
+    loop {
+        let started = Instant::now();
+        let outcome = match rounds.round(&bid).await {
+            Err(e @ LockError::Unavailable { .. }) if !try_only => {
+                let failing_for = first_failure.get_or_insert_with(Instant::now).elapsed();
+                match rounds.retry_pause(opts.ttl, failing_for) {
+                    Some(pause) if !deadline.expired() => {
+                        tokio::time::sleep(pause).await;
+                        continue;
+                    }
+                    _ => return Err(e),
+                }
+            }
+            other => other?,
+        };
+        match outcome {
+            Round::Acquired {
+                token: fence,
+                validity,
+            } => {
+                let lease = RedisLease {
+                    nodes: rounds.nodes().to_vec(),
+                    keys: keys.clone(),
+                    token: token.clone(),
+                    quorum: rounds.quorum(),
+                    validity: R::validity,
+                    name: name.to_owned(),
+                    label: rounds.label().to_owned(),
+                    per_node_timeout: rounds.per_node_timeout(opts.ttl),
+                };
+                let started = GuardParts {
+                    name: name.to_owned(),
+                    backend: rounds.label().to_owned(),
+                    fencing_token: fence,
+                    ttl: opts.ttl,
+                    renew: opts.renew,
+                    acquired_at: started,
+                    validity: Some(validity),
+                    lease: Arc::new(lease),
+                    lost: LostSignal::new(),
+                }
+                .start()
+                .await;
+                match started {
+                    Ok(g) => {
+                        armed.disarm();
+                        return Ok(Some(g));
+                    }
+                    // The reply came too late to be useful: try again while the wait allows.
+                    Err(_) if !try_only && !deadline.expired() => continue,
+                    Err(e) => {
+                        armed.run_now().await;
+                        return Err(e);
+                    }
+                }
+            }
+            Round::Held { pttl_ms, partial } => {
+                if try_only {
+                    armed.disarm();
+                    return Ok(None);
+                }
+                if deadline.expired() {
+                    armed.run_now().await;
+                    return Ok(None);
+                }
+                let Some(waits) = waits.as_ref() else {
+                    waits = Some(
+                        join_all(
+                            rounds
+                                .nodes()
+                                .iter()
+                                .zip(subscribers)
+                                .map(|(n, s)| s.wait_on(&n.client, &keys.channel, &token)),
+                        )
+                        .await,
+                    );
+                    continue;
+                };
+                let until_expiry = if pttl_ms >= 0 {
+                    Duration::from_millis(pttl_ms as u64) + random_up_to(Duration::from_millis(3))
+                } else {
+                    HEARTBEAT
+                };
+                let mut nap = until_expiry.min(HEARTBEAT);
+                if partial {
+                    // Some masters granted, others had not yet seen the release (woken by the
+                    // first master's message) or list an older waiter still in flight: the
+                    // queues converge within a round trip or two.
+                    nap = nap
+                        .min(Duration::from_micros(500) + random_up_to(Duration::from_millis(2)));
+                }
+                let woken = futures::future::select_all(
+                    waits.iter().map(|w| Box::pin(w.notify.notified())),
+                );
+                tokio::select! {
+                    _ = woken => {}
+                    _ = deadline.sleep(nap) => {}
+                }
+            }
+        }
+    }
+}
