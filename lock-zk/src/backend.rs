@@ -89,6 +89,9 @@ impl ZkLock {
         if let Some(s) = slot.as_ref().filter(|s| !s.is_dead()) {
             return Ok(Arc::clone(s));
         }
+        if let Some(old) = slot.as_ref() {
+            tracing::debug!(backend = %self.label, session = %old.client.session_id(), "the ZooKeeper session is gone; opening a new one");
+        }
         let s = Session::open(&self.cfg, &self.label).await?;
         *slot = Some(Arc::clone(&s));
         Ok(s)
@@ -174,6 +177,7 @@ impl ZkLock {
                 .into_iter()
                 .partition(|c| *c != ours && mine.is_ours(c));
             for stray in &strays {
+                tracing::debug!(backend = %self.label, name, node = %stray, "deleting a leftover node of ours (a create whose reply was lost)");
                 mine.delete_child(stray)
                     .await
                     .map_err(|e| map(e, &self.label, Some(name)))?;
@@ -255,11 +259,14 @@ impl ZkLock {
         session.register(&lost);
         let own_watch = {
             let (client, node, lost) = (session.client.clone(), node.clone(), lost.clone());
+            let (name, label) = (name.to_owned(), self.label.clone());
             tokio::spawn(async move {
                 if let Ok((Some(_), watcher)) = client.check_and_watch_stat(&node).await {
                     let ev = watcher.changed().await;
-                    if ev.event_type == EventType::NodeDeleted {
-                        lost.mark_lost(format!("lock node {node} was deleted by someone else"));
+                    if ev.event_type == EventType::NodeDeleted
+                        && lost.mark_lost(format!("lock node {node} was deleted by someone else"))
+                    {
+                        tracing::warn!(backend = %label, name = %name, node = %node, "lock lost: its node was deleted by someone else");
                     }
                 }
             })
@@ -271,7 +278,7 @@ impl ZkLock {
             .cfg
             .session_timeout
             .min(session.client.session_timeout());
-        let validity = crate::lease::leader_validity(session_timeout);
+        let validity = crate::validity::leader_validity(session_timeout);
         let lease = ZkLease::new(
             Arc::clone(session),
             Arc::clone(mine),
@@ -287,7 +294,7 @@ impl ZkLock {
             backend: self.label.clone(),
             fencing_token: token,
             ttl: if opts.renew {
-                crate::lease::renewal_ttl(opts.ttl, session_timeout)
+                crate::validity::renewal_ttl(opts.ttl, session_timeout)
             } else {
                 opts.ttl
             },

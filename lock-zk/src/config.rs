@@ -113,10 +113,10 @@ impl ZkConfig {
     }
 
     /// How long a held guard stays valid after each check through the leader: a third of the
-    /// session timeout (the argument is on `lease::leader_validity`). This, not `ttl`, is the
+    /// session timeout (the argument is on `validity::leader_validity`). This, not `ttl`, is the
     /// lease a ZooKeeper guard can vouch for.
     pub fn guard_validity(&self) -> Duration {
-        crate::lease::leader_validity(self.session_timeout)
+        crate::validity::leader_validity(self.session_timeout)
     }
 
     /// The longest store stall — no reply at all: a disk fsync stall behind the ensemble's
@@ -131,8 +131,8 @@ impl ZkConfig {
     /// stalls of 0.84 s were measured on the test machine).
     pub fn stall_tolerance(&self, ttl: Duration) -> Duration {
         let validity = self.guard_validity();
-        let joined = validity / crate::lease::JOIN_WITHIN;
-        let ttl = crate::lease::renewal_ttl(ttl, self.session_timeout);
+        let joined = validity / crate::validity::JOIN_WITHIN;
+        let ttl = crate::validity::renewal_ttl(ttl, self.session_timeout);
         let interval = validity.min(ttl) / 3;
         let margin = ttl / 100 + Duration::from_millis(2);
         validity.saturating_sub(joined + interval + margin)

@@ -95,11 +95,13 @@ impl Contender {
                 // zookeeper-client fails requests in flight on a dropped connection with
                 // `ConnectionLoss` (closed) or `Custom` (reset, or no reply within its
                 // connection timeout): either way the create may have happened.
-                Err(Error::ConnectionLoss | Error::Custom(_)) => {
+                Err(e @ (Error::ConnectionLoss | Error::Custom(_))) => {
+                    tracing::debug!(dir = %self.dir, error = %e, "create lost its connection; looking for our node behind a sync");
                     self.unsure.store(true, Ordering::SeqCst);
                     // The create may have happened; a follower may not show it yet: sync first.
                     if let Ok(children) = self.synced_children().await {
                         if children.iter().any(|c| self.is_ours(c)) {
+                            tracing::debug!(dir = %self.dir, "found the node of a create whose reply was lost");
                             return self.settle(children, None).await;
                         }
                     }
@@ -141,6 +143,7 @@ impl Contender {
             return Ok(Created::GaveUp);
         };
         for orphan in &mine[1..] {
+            tracing::debug!(dir = %self.dir, node = %orphan, "deleting a leftover node of ours (a create whose reply was lost)");
             self.delete_child(orphan).await?;
         }
         children.retain(|c| !mine[1..].contains(c));
@@ -183,11 +186,15 @@ impl Contender {
             }
         }
         let listed = self.retry_until(until, || self.synced_children()).await;
+        if listed.is_none() {
+            tracing::debug!(dir = %self.dir, "could not list the lock directory to delete leftover nodes of ours; the session's end removes them");
+        }
         for c in listed
             .unwrap_or_default()
             .iter()
             .filter(|c| self.is_ours(c))
         {
+            tracing::debug!(dir = %self.dir, node = %c, "deleting a node of ours");
             self.retry_until(until, || self.delete_child(c)).await;
         }
     }

@@ -19,6 +19,7 @@ use zookeeper_client::Error;
 use crate::contender::Contender;
 use crate::error::map;
 use crate::session::Session;
+use crate::validity::JOIN_WITHIN;
 
 pub(crate) struct ZkLease {
     session: Arc<Session>,
@@ -32,33 +33,9 @@ pub(crate) struct ZkLease {
     on_lost: JoinHandle<()>,
     lost: LostSignal,
     released: AtomicBool,
-    /// How long a check that reached the leader vouches for the session: see [`leader_validity`].
+    /// How long a check that reached the leader vouches for the session: see
+    /// [`leader_validity`](crate::validity::leader_validity).
     validity: Duration,
-}
-
-/// How long after the start of a round trip that went through the ZooKeeper leader (a `sync`)
-/// the session is certainly still alive there: a third of the session timeout `t`.
-///
-/// A client connected to a follower that is cut from its leader keeps its connection (the
-/// follower notices the lost leader only after `syncLimit` ticks) while the leader, no longer
-/// hearing of the session, expires it after `t` — and hands the lock on. The leader learns of a
-/// session's activity from the follower's ping replies (every `tickTime / 2`); the client pings
-/// at least every `t / 3` when idle. So when a `sync` sent at `t0` reached the leader, the leader
-/// had heard of the session at some time ≥ `t0 − t/3 − tickTime/2`, and cannot expire it before
-/// `t0 + 2t/3 − tickTime/2` ≥ `t0 + 5t/12` (ZooKeeper's default `minSessionTimeout` is
-/// `2 × tickTime`, so `tickTime ≤ t/2`). `t/3` stays below that with a `t/12` margin.
-pub(crate) fn leader_validity(session_timeout: Duration) -> Duration {
-    session_timeout / 3
-}
-
-/// A renewal joins the session's `sync` sent at most 1/`JOIN_WITHIN` of the validity ago
-/// instead of sending its own (see `Session::confirm`); it then vouches for that much less.
-pub(crate) const JOIN_WITHIN: u32 = 20;
-
-/// The `ttl` a guard renews with: the requested one, capped at half the session timeout (the
-/// session, not the `ttl`, bounds how long a crashed holder keeps the lock).
-pub(crate) fn renewal_ttl(ttl: Duration, session_timeout: Duration) -> Duration {
-    ttl.min(session_timeout / 2)
 }
 
 impl Drop for ZkLease {
@@ -114,6 +91,7 @@ impl ZkLease {
     }
 
     fn gone(&self) -> LockError {
+        tracing::debug!(name = %self.name, backend = %self.label, node = %self.node, "the lock node is gone (session expired or node deleted)");
         LockError::not_held(
             &self.name,
             &self.label,
@@ -129,8 +107,8 @@ impl ZkLease {
 impl Lease for ZkLease {
     /// A liveness check through the leader: the session's shared `sync` (answered only once
     /// the leader has seen it; see [`Session::confirm`]), then our node's existence. Vouches for
-    /// the session for [`leader_validity`] from when that `sync` was sent, which may be up to
-    /// [`JOIN_WITHIN`] of the validity before this call.
+    /// the session for [`leader_validity`](crate::validity::leader_validity) from when that
+    /// `sync` was sent, which may be up to [`JOIN_WITHIN`] of the validity before this call.
     async fn renew(&self, _ttl: Duration) -> Result<Option<Duration>, LockError> {
         if self.session.is_dead() {
             return Err(self.gone());
@@ -165,6 +143,7 @@ impl Lease for ZkLease {
                 .await;
         }
         if let Some(why) = self.lost.reason() {
+            tracing::debug!(name = %self.name, backend = %self.label, reason = %why, "release of a lost guard: its node is deleted, NotHeld");
             return Err(LockError::not_held(&self.name, &self.label, why));
         }
         match deleted {

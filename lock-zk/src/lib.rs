@@ -43,7 +43,7 @@
 //!   for a third of the session timeout after its last round trip through the leader (the
 //!   create, a `sync` before a waiter's re-list, a `sync` + `exists` every
 //!   `min(ttl, session_timeout/2)/3`), and reports `lost()` when that runs out — before the
-//!   leader can expire the session (the bound and its assumption are on `leader_validity`).
+//!   leader can expire the session (the bound and its assumption are in `validity.rs`).
 //!
 //! `ttl` in [`lock_core::AcquireOptions`] does not set a lease: the session timeout bounds how
 //! long a crashed holder keeps the lock; `ttl` (capped at half the session timeout) only paces
@@ -55,6 +55,26 @@
 //! session timeout minus one renewal interval, e.g. 0.4 s with `session_timeout=2s` whatever
 //! the `ttl`, 2 s with the defaults — leaves a guard held; a longer one reports it lost. Pick the session timeout
 //! from the stalls the ensemble's disks show, not from the `ttl`.
+//!
+//! # Logs
+//! `tracing` events (sessions by id, nodes by path, never credentials): `warn` when a session
+//! expires or authentication fails (every guard of it is lost), when a session is retired
+//! after a quarter of its timeout disconnected, and when a held lock's node is deleted by
+//! someone else; `debug` for sessions opened, disconnects and reconnects, a closed or replaced
+//! session, a create that lost its connection (and the `sync` + listing that looks for its
+//! node), leftover nodes of ours being deleted, a renewal or release that finds the node gone,
+//! and a lost guard's node being deleted.
+//!
+//! # Layout
+//! * `backend.rs`: [`ZkLock`] — connect, the acquisition loop (contender, predecessor watch,
+//!   re-list behind a `sync`) and the one `LockBackend` impl.
+//! * `contender.rs`: this acquisition's node, and the nodes a create whose reply was lost may
+//!   have left.
+//! * `session.rs`: one session, its state watcher and the guards it loses when it dies.
+//! * `lease.rs`: the store side of a guard (renew through the leader, release).
+//! * `validity.rs`: how long a check through the leader vouches for a guard, and why.
+//! * `path.rs`: names to paths, Curator's contender naming and order; `config.rs`:
+//!   [`ZkConfig`] from a URL; `error.rs`: zookeeper-client errors to [`lock_core::LockError`].
 
 mod backend;
 pub mod config;
@@ -63,11 +83,9 @@ mod error;
 mod lease;
 pub mod path;
 mod session;
+mod validity;
 
 #[doc(hidden)]
 pub use backend::BeforeCreate;
 pub use backend::{connect, ZkLock};
 pub use config::ZkConfig;
-
-/// URL schemes this backend serves.
-pub const SCHEMES: &[&str] = &["zk", "zookeeper"];

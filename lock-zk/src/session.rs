@@ -48,6 +48,7 @@ struct GuardList {
 }
 
 impl Shared {
+    /// Marks the session dead and every guard of it lost.
     fn lose_all(&self, why: &str) {
         let guards = {
             let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
@@ -138,8 +139,14 @@ impl Session {
                 cfg.chroot
             )));
         }
+        tracing::debug!(backend = %label, session = %client.session_id(), timeout = ?client.session_timeout(), "opened a ZooKeeper session");
         let shared = Arc::new(Shared::default());
-        let watcher = tokio::spawn(watch(client.clone(), Arc::clone(&shared), cfg.clone()));
+        let watcher = tokio::spawn(watch(
+            client.clone(),
+            Arc::clone(&shared),
+            cfg.clone(),
+            label.to_owned(),
+        ));
         Ok(Arc::new(Session {
             client,
             shared,
@@ -150,7 +157,7 @@ impl Session {
 
     /// Confirms the session through the leader with a `sync` (answered only once the leader has
     /// seen it) and returns when that `sync` was sent: the session is vouched for from then on
-    /// (see `lease::leader_validity`). A `sync` sent at most `join_within` ago, answered or
+    /// (see `validity::leader_validity`). A `sync` sent at most `join_within` ago, answered or
     /// not, is joined instead of sending another, so a session's guards cost one `sync` per
     /// `join_within` however many there are (1,000 guards each sending their own overloaded the
     /// session, and guards were lost).
@@ -187,8 +194,9 @@ impl Session {
     }
 }
 
-async fn watch(client: Client, shared: Arc<Shared>, cfg: ZkConfig) {
+async fn watch(client: Client, shared: Arc<Shared>, cfg: ZkConfig, label: String) {
     let session_timeout = cfg.session_timeout;
+    let session = client.session_id();
     let mut states = client.state_watcher();
     let mut disconnected_at: Option<Instant> = None;
     loop {
@@ -197,22 +205,37 @@ async fn watch(client: Client, shared: Arc<Shared>, cfg: ZkConfig) {
                 s = states.changed() => s,
                 _ = tokio::time::sleep_until(since + session_timeout / 4) => {
                     shared.lose_all("disconnected from ZooKeeper for a quarter of the session timeout; the ensemble may expire the session before this client can tell");
+                    tracing::warn!(backend = %label, %session, disconnected_for = ?since.elapsed(), "ZooKeeper session retired: disconnected for a quarter of its timeout, so its guards are lost; the next acquisition opens a new session");
                     let info = client.session().clone();
                     drop(client);
-                    return close_retired(&cfg, info).await;
+                    return close_retired(&cfg, info, &label).await;
                 }
             },
             None => states.changed().await,
         };
-        match state {
+        let why = match state {
             SessionState::Disconnected => {
+                tracing::debug!(backend = %label, %session, "disconnected from ZooKeeper; guards stay held while the client reconnects (up to a quarter of the session timeout)");
                 disconnected_at.get_or_insert_with(Instant::now);
+                continue;
             }
-            SessionState::SyncConnected | SessionState::ConnectedReadOnly => disconnected_at = None,
-            SessionState::Expired => return shared.lose_all("the ZooKeeper session expired"),
-            SessionState::Closed => return shared.lose_all("the ZooKeeper session was closed"),
-            SessionState::AuthFailed => return shared.lose_all("ZooKeeper authentication failed"),
+            SessionState::SyncConnected | SessionState::ConnectedReadOnly => {
+                if let Some(since) = disconnected_at.take() {
+                    tracing::debug!(backend = %label, %session, state = ?state, after = ?since.elapsed(), "reconnected to ZooKeeper");
+                }
+                continue;
+            }
+            SessionState::Expired => "the ZooKeeper session expired",
+            SessionState::Closed => "the ZooKeeper session was closed",
+            SessionState::AuthFailed => "ZooKeeper authentication failed",
+        };
+        shared.lose_all(why);
+        if state == SessionState::Closed {
+            tracing::debug!(backend = %label, %session, "{why}; its guards are lost");
+        } else {
+            tracing::warn!(backend = %label, %session, "{why}; every guard of the session is lost");
         }
+        return;
     }
 }
 
@@ -226,7 +249,7 @@ async fn watch(client: Client, shared: Arc<Shared>, cfg: ZkConfig) {
 /// ensemble says the session has expired, for at most twice the session timeout plus one
 /// connect timeout: by then the ensemble has expired the session (the old client gives up
 /// reconnecting after 7/5 of it).
-async fn close_retired(cfg: &ZkConfig, info: SessionInfo) {
+async fn close_retired(cfg: &ZkConfig, info: SessionInfo, label: &str) {
     let until = Instant::now() + cfg.session_timeout * 2 + cfg.connect_timeout;
     let target = cfg.connect_string();
     while Instant::now() < until {
@@ -242,10 +265,17 @@ async fn close_retired(cfg: &ZkConfig, info: SessionInfo) {
                 drop(closer);
                 let closed = async { while !states.changed().await.is_terminated() {} };
                 let _ = tokio::time::timeout(cfg.connect_timeout, closed).await;
-                tracing::debug!("closed a ZooKeeper session retired after a disconnection");
+                tracing::debug!(backend = %label, session = %info.id(), "closed a ZooKeeper session retired after a disconnection");
                 return;
             }
-            Ok(Err(Error::SessionExpired)) | Err(_) => return,
+            Ok(Err(Error::SessionExpired)) => {
+                tracing::debug!(backend = %label, session = %info.id(), "a retired ZooKeeper session had expired on the ensemble");
+                return;
+            }
+            Err(_) => {
+                tracing::debug!(backend = %label, session = %info.id(), "gave up closing a retired ZooKeeper session; the ensemble has expired it by now");
+                return;
+            }
             Ok(Err(_)) => {
                 let left = until.saturating_duration_since(Instant::now());
                 tokio::time::sleep(CLOSE_RETRY.min(left)).await;
