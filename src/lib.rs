@@ -36,8 +36,8 @@ use std::sync::Arc;
 
 pub use config::LockConfig;
 pub use lock_core::{
-    AcquireOptions, BoxError, Capabilities, CrashRelease, DistributedLock, LockError, LockGuard,
-    LockInfo, Secret, SecretUrl, Wakeup, DEFAULT_TTL,
+    AcquireOptions, BoxError, Capabilities, CrashRelease, DistributedLock, LockContext, LockError,
+    LockExt, LockGuard, LockInfo, MultiGuard, Secret, SecretUrl, Wakeup, DEFAULT_TTL,
 };
 
 /// Typed configuration structs for people who prefer code to URLs: each parses the same URL

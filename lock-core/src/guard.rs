@@ -273,10 +273,15 @@ impl LockGuard {
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(demo()).unwrap();
     /// ```
     pub fn lost(&self) -> impl Future<Output = LockError> + Send + 'static {
-        let shared = Arc::clone(&self.shared);
-        async move {
-            let reason = shared.lost.wait().await;
-            shared.lost_error(reason)
+        self.context().lost()
+    }
+
+    /// A cloneable view of this guard (name, token, lost signal) for code that does not own
+    /// it: the work inside [`crate::LockExt::run_locked`], or a task spawned beside the work.
+    /// It does not keep the lock: the guard's release or drop still ends it.
+    pub fn context(&self) -> LockContext {
+        LockContext {
+            shared: Arc::clone(&self.shared),
         }
     }
 
@@ -364,6 +369,51 @@ impl LockGuard {
             t.abort();
         }
         std::mem::forget(Arc::clone(&self.shared));
+    }
+}
+
+/// What the work under a lock may know about it: its name, its fencing token and whether it
+/// is still held. Cheap to clone; from [`LockGuard::context`] or passed by
+/// [`crate::LockExt::run_locked`].
+#[derive(Clone)]
+pub struct LockContext {
+    shared: Arc<Shared>,
+}
+
+impl fmt::Debug for LockContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockContext")
+            .field("name", &self.shared.name)
+            .field("fencing_token", &self.shared.token)
+            .field("lost", &self.shared.lost.reason())
+            .finish()
+    }
+}
+
+impl LockContext {
+    /// The lock name.
+    pub fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    /// The fencing token of the acquisition: send it with every write the lock protects.
+    pub fn fencing_token(&self) -> u64 {
+        self.shared.token
+    }
+
+    /// Whether the lock is known to be lost. Once `true`, always `true`.
+    pub fn is_lost(&self) -> bool {
+        self.shared.lost.is_lost()
+    }
+
+    /// Resolves with a [`LockError::Lost`] once the lock is known to be lost (at once if it
+    /// already is).
+    pub fn lost(&self) -> impl Future<Output = LockError> + Send + 'static {
+        let shared = Arc::clone(&self.shared);
+        async move {
+            let reason = shared.lost.wait().await;
+            shared.lost_error(reason)
+        }
     }
 }
 

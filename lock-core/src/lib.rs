@@ -7,6 +7,9 @@
 //! * [`LockError`]: one error type for every backend.
 //! * [`AcquireOptions`], [`Capabilities`], [`LockInfo`], [`SecretUrl`]: what a caller passes
 //!   and reads.
+//! * [`LockExt`] ([`recipes`]): work that stops when its lock is lost (`run_locked`) and
+//!   several locks all-or-nothing without deadlock (`acquire_all` → [`MultiGuard`]), on every
+//!   backend.
 //! * [`memory`]: an in-process reference backend (tests, examples; no coordination between
 //!   processes).
 //!
@@ -30,6 +33,7 @@ pub mod info;
 pub mod lock;
 pub mod memory;
 pub mod options;
+pub mod recipes;
 pub mod secret;
 
 #[cfg(feature = "conformance")]
@@ -39,10 +43,11 @@ pub mod fault;
 
 pub use capability::{Capabilities, CrashRelease, Wakeup};
 pub use error::{BoxError, LockError};
-pub use guard::LockGuard;
+pub use guard::{LockContext, LockGuard};
 pub use info::LockInfo;
 pub use lock::DistributedLock;
 pub use options::{AcquireOptions, DEFAULT_TTL};
+pub use recipes::{LockExt, MultiGuard};
 pub use secret::{Secret, SecretUrl};
 
 // Kept while `lock-chaos` moves to `backend::owner_token`; not part of the contract.

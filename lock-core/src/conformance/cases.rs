@@ -11,18 +11,22 @@ use tokio::time::Instant;
 use super::{unique_name, Harness};
 use crate::{AcquireOptions, DistributedLock, LockError, LockGuard};
 
-fn opts() -> AcquireOptions {
+pub(super) fn opts() -> AcquireOptions {
     AcquireOptions::new().wait(Duration::from_secs(30))
 }
 
-async fn must_acquire(lock: &dyn DistributedLock, name: &str, o: &AcquireOptions) -> LockGuard {
+pub(super) async fn must_acquire(
+    lock: &dyn DistributedLock,
+    name: &str,
+    o: &AcquireOptions,
+) -> LockGuard {
     match lock.acquire(name, o).await {
         Ok(g) => g,
         Err(e) => panic!("{}: acquire {name:?} failed: {e}", lock.backend_name()),
     }
 }
 
-async fn must_try(lock: &dyn DistributedLock, name: &str) -> Option<LockGuard> {
+pub(super) async fn must_try(lock: &dyn DistributedLock, name: &str) -> Option<LockGuard> {
     match lock.try_acquire(name, &opts()).await {
         Ok(g) => g,
         Err(e) => panic!("{}: try_acquire {name:?} failed: {e}", lock.backend_name()),
@@ -267,7 +271,7 @@ pub async fn guard_drop_releases(h: &dyn Harness) {
     g2.release().await.unwrap();
 }
 
-async fn wait_for_no_traces(h: &dyn Harness, name: &str, within: Duration) {
+pub(super) async fn wait_for_no_traces(h: &dyn Harness, name: &str, within: Duration) {
     if let Err(e) = traces_gone(h, name, within).await {
         panic!("{e}");
     }

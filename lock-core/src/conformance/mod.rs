@@ -15,10 +15,12 @@
 mod cases;
 mod differential;
 mod harness;
+mod recipes;
 
 pub use cases::*;
 pub use differential::{differential_against_reference, differential_run, Case, Op};
 pub use harness::{CrashableClient, Harness};
+pub use recipes::*;
 
 /// The limit every conformance case runs under; a case that hangs fails instead.
 pub const CASE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(180);
@@ -61,6 +63,8 @@ macro_rules! conformance_suite {
             zero_wait_on_fresh_name,
             extend_shorter_keeps_lock,
             differential_against_reference,
+            run_locked_stops_work_at_loss,
+            acquire_all_is_all_or_nothing,
         );
     };
     (@cases $harness:expr; $($case:ident),* $(,)?) => {
