@@ -204,7 +204,8 @@ impl SqlConfig {
         Ok(())
     }
 
-    /// The backend label, e.g. `postgres-row`.
+    /// The backend label, e.g. `postgres-row`: how errors and logs name this database
+    /// (never by its URL, which may hold a password).
     pub fn backend_label(&self) -> String {
         format!("{}-{}", self.dialect.label(), self.mode.label())
     }

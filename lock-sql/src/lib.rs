@@ -68,17 +68,28 @@
 //! sqlx (row) run the whole test suite. MySQL 8: every MySQL/MariaDB statement is SQL that
 //! MySQL 8 documents (no sequences, `SET STATEMENT` or `RETURNING`; a unit test checks the
 //! statement texts), but no MySQL server has run the tests.
+//!
+//! # Where things are
+//! | file | what it holds |
+//! |---|---|
+//! | `lock.rs` | [`SqlLock`], the public client, and [`connect`]: picks the mode's lock type once |
+//! | `client.rs` | what both modes share: the pool and its session settings, the label, the lock tables' creation, the waiter-queue key |
+//! | `row.rs` | row mode: its acquire loop, `inspect`, and the guard's lease (take, renew, release of the row) |
+//! | `for_update/mod.rs` | for_update mode: its acquire loop, `inspect`, and the guard's lease (the open transaction) |
+//! | `for_update/bounds.rs` | for_update: the database's idle and lock-wait bounds on the lock transaction, rounded never to end early |
+//! | `notify.rs` | row mode on PostgreSQL: the shared `LISTEN` connection that wakes waiters on release |
+//! | `statements/` | every SQL statement: `postgres.rs`, `mysql.rs`, `sqlite.rs` hold each dialect's texts, `sets.rs` what each statement must do and the invariant it keeps, `mod.rs` the choice of dialect |
+//! | `config.rs` | [`SqlConfig`]: what a URL selects (dialect, mode, table, pool) |
+//! | `error.rs` | the one place sqlx errors become [`LockError`](lock_core::LockError)s |
 
-mod backend;
+mod client;
 pub mod config;
 mod error;
 mod for_update;
+mod lock;
 mod notify;
 mod row;
 mod statements;
 
-pub use backend::{connect, SqlLock};
 pub use config::{Dialect, Mode, SqlConfig};
-
-/// URL schemes this backend serves.
-pub const SCHEMES: &[&str] = &["postgres", "postgresql", "mysql", "mariadb", "sqlite"];
+pub use lock::{connect, SqlLock};

@@ -10,7 +10,7 @@ use tokio::task::JoinHandle;
 type Waiters = Arc<Mutex<HashMap<String, (Arc<Notify>, usize)>>>;
 
 /// Wake-ups by lock name.
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub(crate) struct Wakeups {
     waiters: Waiters,
     listener: Mutex<Option<JoinHandle<()>>>,
@@ -63,16 +63,24 @@ impl Wakeups {
         }
     }
 
-    /// Starts the shared listener once (PostgreSQL only).
+    /// Starts the shared listener on `channel` once (PostgreSQL; without the `postgres`
+    /// feature there is no PostgreSQL client to listen for). `label` names the backend in logs;
+    /// the URL, which may hold a password, never appears in them.
+    #[cfg(not(feature = "postgres"))]
+    pub(crate) fn ensure_listener(&self, _url: &str, _channel: &str, _label: &str) {}
+
+    /// Starts the shared listener on `channel` once (PostgreSQL). `label` names the backend in
+    /// logs; the URL, which may hold a password, never appears in them.
     #[cfg(feature = "postgres")]
-    pub(crate) fn ensure_listener(&self, url: &str, channel: &str) {
+    pub(crate) fn ensure_listener(&self, url: &str, channel: &str, label: &str) {
         let mut slot = self.listener.lock().unwrap_or_else(|p| p.into_inner());
         if slot.as_ref().is_some_and(|h| !h.is_finished()) {
             return;
         }
-        let (url, channel, waiters) = (
+        let (url, channel, label, waiters) = (
             url.to_owned(),
             channel.to_owned(),
+            label.to_owned(),
             Arc::clone(&self.waiters),
         );
         *slot = Some(tokio::spawn(async move {
@@ -80,7 +88,12 @@ impl Wakeups {
             // the client; waiters keep a slow safety poll meanwhile.
             loop {
                 if let Err(e) = listen(&url, &channel, &waiters).await {
-                    tracing::warn!(error = %e, "postgres LISTEN connection failed; retrying");
+                    tracing::warn!(
+                        backend = %label,
+                        error = %e,
+                        "the LISTEN connection for release notifications failed; waiters poll \
+                         every second until it is back (retrying in 1 s)"
+                    );
                 }
                 tokio::time::sleep(std::time::Duration::from_secs(1)).await;
             }

@@ -1,6 +1,7 @@
-//! Row mode: a row per held lock (name, owner token, fencing token, expiry by the database
-//! clock). Acquire is one `INSERT … ON CONFLICT/DUPLICATE KEY` that also takes over an expired
-//! row; release deletes by name and owner; renewal extends by owner.
+//! Row mode ([`RowLock`]): a row per held lock (name, owner token, fencing token, expiry by
+//! the database clock). Acquire is one `INSERT … ON CONFLICT/DUPLICATE KEY` that also takes
+//! over an expired row; release deletes by name and owner; renewal extends by owner
+//! ([`RowLease`]). The statements are in `statements/<dialect>.rs`.
 //!
 //! Waiting: the waiters of one process queue in arrival order ([`LocalQueue`]); only the head
 //! talks to the database, and a release by this process wakes it at once. Across processes:
@@ -15,18 +16,21 @@ use std::time::Duration;
 use async_trait::async_trait;
 use lock_core::backend::wait::random_up_to;
 use lock_core::backend::{
-    owner_token, Backoff, CleanupOnDrop, Deadline, GuardParts, Lease, LocalQueue, LostSignal,
+    owner_token, Attempt, Backoff, CleanupOnDrop, Deadline, GuardParts, Lease, LocalQueue,
+    LockBackend, LostSignal,
 };
-use lock_core::{AcquireOptions, LockError, LockGuard, LockInfo};
+use lock_core::{AcquireOptions, Capabilities, LockError, LockGuard, LockInfo, Wakeup};
 use sqlx::AssertSqlSafe;
 use sqlx::{AnyPool, Row};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
+use tracing::Instrument;
 
-use crate::backend::SqlLock;
+use crate::client::SqlClient;
 use crate::config::Dialect;
 use crate::error::{classify, map, Failure};
-use crate::statements::Statements;
+use crate::notify::Wakeups;
+use crate::statements::{self, RowStatements};
 
 /// Deadlock retries per attempt before the error is surfaced (each is a fresh statement).
 const MAX_RETRIES: u32 = 50;
@@ -37,146 +41,243 @@ fn ms(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
-/// One acquisition attempt: `Some(token)` if we now hold the lock.
-///
-/// The attempt runs in its own task, to completion even when the acquire is cancelled
-/// meanwhile: a statement already on its way may still insert the row after the cancel, so
-/// the attempt gives back what it won once no one is left to take it (no timing assumption).
-async fn take(
-    lock: &SqlLock,
-    name: &str,
-    owner: &str,
-    ttl: Duration,
-) -> Result<Option<u64>, Failure> {
-    let attempt = RowLease::new(lock, name, owner);
-    let (reply, answer) = oneshot::channel();
-    tokio::spawn(async move {
-        let won = attempt.take(ttl).await;
-        if let Err(Ok(Some(_))) = reply.send(won) {
-            let _ = attempt.release().await;
+/// Row mode over one client: the row statements of its dialect and (PostgreSQL) the shared
+/// release listener, stopped when this is dropped.
+#[derive(Debug)]
+pub(crate) struct RowLock {
+    client: Arc<SqlClient>,
+    sql: Arc<RowStatements>,
+    wakeups: Wakeups,
+}
+
+impl RowLock {
+    pub(crate) fn new(client: Arc<SqlClient>) -> Self {
+        let sql = Arc::new(statements::row(client.cfg.dialect, &client.cfg.table));
+        RowLock {
+            client,
+            sql,
+            wakeups: Wakeups::default(),
         }
-    });
-    answer.await.unwrap_or_else(|_| {
-        Err(Failure::Error(LockError::backend(
-            &lock.label,
-            Some(name),
-            "the acquisition attempt ended without an answer",
-            None,
-        )))
-    })
-}
+    }
 
-/// The holder's (owner, token, ms left), if a row exists.
-async fn lookup(lock: &SqlLock, name: &str) -> Result<Option<(String, i64, i64)>, LockError> {
-    let row = sqlx::query(AssertSqlSafe(lock.sql.lookup.as_str()))
-        .bind(name)
-        .fetch_optional(&lock.pool)
-        .await
-        .map_err(|e| map(e, &lock.label, Some(name)))?;
-    row.map(|r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)))
-        .transpose()
-        .map_err(|e: sqlx::Error| map(e, &lock.label, Some(name)))
-}
-
-/// Deletes our row if the acquire is cancelled after the attempt won it and before the guard
-/// owns it (an attempt cancelled before its answer gives its row back itself, see [`take`]).
-fn cleanup(lock: &SqlLock, name: &str, owner: &str) -> CleanupOnDrop {
-    let lease = RowLease::new(lock, name, owner);
-    CleanupOnDrop::new(move || {
-        Box::pin(async move {
-            let _ = lease.release().await;
-        })
-    })
-}
-
-pub(crate) async fn acquire(
-    lock: &SqlLock,
-    name: &str,
-    opts: &AcquireOptions,
-    try_only: bool,
-) -> Result<Option<LockGuard>, LockError> {
-    let deadline = Deadline::after(opts.wait);
-    let pg = lock.cfg.dialect == Dialect::Postgres;
-    // Waiters of this process queue here; only the head talks to the database.
-    let turn = match try_only {
-        false => Some(LocalQueue::wait_turn(lock.queue_key(name), &deadline).await),
-        true => None,
-    };
-    let registration = (pg && !try_only).then(|| {
-        #[cfg(feature = "postgres")]
-        lock.wakeups.ensure_listener(
-            lock.cfg.driver_url(),
-            &crate::statements::notify_channel(&lock.cfg.table),
+    /// One acquisition attempt: `Some(token)` if we now hold the lock.
+    ///
+    /// The attempt runs in its own task, to completion even when the acquire is cancelled
+    /// meanwhile: a statement already on its way may still insert the row after the cancel, so
+    /// the attempt gives back what it won once no one is left to take it (no timing assumption).
+    async fn take(&self, name: &str, owner: &str, ttl: Duration) -> Result<Option<u64>, Failure> {
+        let attempt = RowLease::new(self, name, owner);
+        let (reply, answer) = oneshot::channel();
+        tokio::spawn(
+            async move {
+                let won = attempt.take(ttl).await;
+                if let Err(Ok(Some(_))) = reply.send(won) {
+                    tracing::debug!(
+                        "the acquire was cancelled after its attempt won; giving the row back"
+                    );
+                    let _ = attempt.release().await;
+                }
+            }
+            .in_current_span(),
         );
-        lock.wakeups.register(name)
-    });
-    let mut backoff = Backoff::new(Duration::from_millis(2), Duration::from_millis(100));
-    let mut retries = 0u32;
-    loop {
-        // Armed before the attempt so a release between the attempt and the wait still wakes us.
-        let notified = registration.as_ref().map(|r| r.notify.notified());
-        let released = turn.as_ref().map(|t| t.released());
-        tokio::pin!(notified, released);
-        if let Some(n) = notified.as_mut().as_pin_mut() {
-            n.enable();
-        }
-        if let Some(n) = released.as_mut().as_pin_mut() {
-            n.enable();
-        }
-        let owner = owner_token();
-        let started = Instant::now();
-        let armed = cleanup(lock, name, &owner);
-        match take(lock, name, &owner, opts.ttl).await {
-            Ok(Some(token)) => {
-                // The cleanup stays armed until the guard owns the row: `GuardParts::start` may
-                // still renew a late reply, and a cancel there would leave the row held for a lease.
-                match guard(lock, name, &owner, token, opts, started).await {
-                    Ok(g) => {
-                        armed.disarm();
-                        return Ok(Some(g));
-                    }
-                    // Won too late to be of use and given back (the still-armed cleanup deletes
-                    // the row again in case that failed): retry while the wait allows.
-                    Err(_) if !try_only && !deadline.expired() => continue,
-                    Err(e) => return Err(e),
-                }
-            }
-            Ok(None) | Err(Failure::Busy) => armed.disarm(),
-            Err(Failure::Retry) => {
-                armed.disarm();
-                retries += 1;
-                if retries > MAX_RETRIES {
-                    return Err(LockError::backend(
-                        &lock.label,
-                        Some(name),
-                        "kept deadlocking with other clients; retry later",
-                        None,
-                    ));
-                }
-                tokio::time::sleep(random_up_to(Duration::from_millis(5))).await;
-                continue;
-            }
-            Err(Failure::Error(e)) => return Err(e),
-        }
-        if try_only || deadline.expired() {
-            return Ok(None);
-        }
-        let until_expiry = lookup(lock, name)
-            .await?
-            .map(|(_, _, left)| {
-                Duration::from_millis(left.max(0) as u64) + random_up_to(Duration::from_millis(5))
+        answer.await.unwrap_or_else(|_| {
+            Err(Failure::Error(LockError::backend(
+                &self.client.label,
+                Some(name),
+                "the acquisition attempt ended without an answer",
+                None,
+            )))
+        })
+    }
+
+    /// The holder's (owner, token, ms left), if a row exists.
+    async fn lookup(&self, name: &str) -> Result<Option<(String, i64, i64)>, LockError> {
+        let label = &self.client.label;
+        let row = sqlx::query(AssertSqlSafe(self.sql.lookup.as_str()))
+            .bind(name)
+            .fetch_optional(&self.client.pool)
+            .await
+            .map_err(|e| map(e, label, Some(name)))?;
+        row.map(|r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)))
+            .transpose()
+            .map_err(|e: sqlx::Error| map(e, label, Some(name)))
+    }
+
+    /// Deletes our row if the acquire is cancelled after the attempt won it and before the
+    /// guard owns it (an attempt cancelled before its answer gives its row back itself, see
+    /// [`RowLock::take`]).
+    fn cleanup(&self, name: &str, owner: &str) -> CleanupOnDrop {
+        let lease = RowLease::new(self, name, owner);
+        CleanupOnDrop::new(move || {
+            Box::pin(async move {
+                let _ = lease.release().await;
             })
-            .unwrap_or_default();
-        let nap = if pg {
-            until_expiry.min(NOTIFY_SAFETY_POLL)
-        } else {
-            until_expiry.min(backoff.next_delay())
-        };
-        tokio::select! {
-            _ = either(notified.as_mut().as_pin_mut()) => {}
-            _ = either(released.as_mut().as_pin_mut()) => {}
-            _ = deadline.sleep(nap) => {}
+        })
+    }
+
+    /// The guard for a won row; `Unavailable` if the database answered so late that most of
+    /// the lease had passed (see [`GuardParts::start`]).
+    async fn guard(
+        &self,
+        name: &str,
+        owner: &str,
+        token: u64,
+        opts: &AcquireOptions,
+        started: Instant,
+    ) -> Result<LockGuard, LockError> {
+        GuardParts {
+            name: name.to_owned(),
+            backend: self.client.label.clone(),
+            fencing_token: token,
+            ttl: opts.ttl,
+            renew: opts.renew,
+            acquired_at: started,
+            validity: Some(opts.ttl),
+            lease: Arc::new(RowLease::new(self, name, owner)),
+            lost: LostSignal::new(),
         }
+        .start()
+        .await
+    }
+}
+
+#[async_trait]
+impl LockBackend for RowLock {
+    async fn attempt(
+        &self,
+        name: &str,
+        opts: &AcquireOptions,
+        how: Attempt,
+    ) -> Result<Option<LockGuard>, LockError> {
+        let try_only = how == Attempt::Try;
+        let deadline = Deadline::after(opts.wait);
+        let pg = self.client.cfg.dialect == Dialect::Postgres;
+        // Waiters of this process queue here; only the head talks to the database.
+        let turn = match try_only {
+            false => Some(LocalQueue::wait_turn(self.client.queue_key(name), &deadline).await),
+            true => None,
+        };
+        let registration = match (&self.sql.notify_channel, try_only) {
+            (Some(channel), false) => {
+                self.wakeups.ensure_listener(
+                    self.client.cfg.driver_url(),
+                    channel,
+                    &self.client.label,
+                );
+                Some(self.wakeups.register(name))
+            }
+            _ => None,
+        };
+        let mut backoff = Backoff::new(Duration::from_millis(2), Duration::from_millis(100));
+        let mut retries = 0u32;
+        let mut waiting = false;
+        loop {
+            // Armed before the attempt so a release between the attempt and the wait still
+            // wakes us.
+            let notified = registration.as_ref().map(|r| r.notify.notified());
+            let released = turn.as_ref().map(|t| t.released());
+            tokio::pin!(notified, released);
+            if let Some(n) = notified.as_mut().as_pin_mut() {
+                n.enable();
+            }
+            if let Some(n) = released.as_mut().as_pin_mut() {
+                n.enable();
+            }
+            let owner = owner_token();
+            let started = Instant::now();
+            let armed = self.cleanup(name, &owner);
+            match self.take(name, &owner, opts.ttl).await {
+                Ok(Some(token)) => {
+                    // The cleanup stays armed until the guard owns the row: `GuardParts::start`
+                    // may still renew a late reply, and a cancel there would leave the row held
+                    // for a lease.
+                    match self.guard(name, &owner, token, opts, started).await {
+                        Ok(g) => {
+                            armed.disarm();
+                            return Ok(Some(g));
+                        }
+                        // Won too late to be of use and given back (the still-armed cleanup
+                        // deletes the row again in case that failed): retry while the wait
+                        // allows.
+                        Err(e) if !try_only && !deadline.expired() => {
+                            tracing::debug!(token, error = %e, "won the row too late to use it; gave it back, retrying");
+                            continue;
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+                Ok(None) | Err(Failure::Busy) => armed.disarm(),
+                Err(Failure::Retry) => {
+                    armed.disarm();
+                    retries += 1;
+                    if retries > MAX_RETRIES {
+                        return Err(LockError::backend(
+                            &self.client.label,
+                            Some(name),
+                            "kept deadlocking with other clients; retry later",
+                            None,
+                        ));
+                    }
+                    tracing::debug!(
+                        retries,
+                        "the acquire statement conflicted (deadlock); retrying"
+                    );
+                    tokio::time::sleep(random_up_to(Duration::from_millis(5))).await;
+                    continue;
+                }
+                Err(Failure::Error(e)) => return Err(e),
+            }
+            if try_only || deadline.expired() {
+                return Ok(None);
+            }
+            let left = self.lookup(name).await?.map(|(_, _, left)| left);
+            if !waiting {
+                waiting = true;
+                tracing::debug!(
+                    holder_lease_left_ms = left,
+                    "held by another client; waiting for its release or expiry"
+                );
+            }
+            let until_expiry = left
+                .map(|left| {
+                    Duration::from_millis(left.max(0) as u64)
+                        + random_up_to(Duration::from_millis(5))
+                })
+                .unwrap_or_default();
+            let nap = if pg {
+                until_expiry.min(NOTIFY_SAFETY_POLL)
+            } else {
+                until_expiry.min(backoff.next_delay())
+            };
+            tokio::select! {
+                _ = either(notified.as_mut().as_pin_mut()) => {}
+                _ = either(released.as_mut().as_pin_mut()) => {}
+                _ = deadline.sleep(nap) => {}
+            }
+        }
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        match self.client.cfg.dialect {
+            Dialect::Postgres => Capabilities::leased(Wakeup::Notify, false),
+            _ => Capabilities::leased(Wakeup::Backoff, false),
+        }
+    }
+
+    fn backend_name(&self) -> &str {
+        &self.client.label
+    }
+
+    async fn inspect(&self, name: &str) -> Result<LockInfo, LockError> {
+        Ok(match self.lookup(name).await? {
+            Some((owner, token, left)) if left > 0 => LockInfo::held(
+                Some(token as u64),
+                Some(owner),
+                Some(Duration::from_millis(left as u64)),
+                None,
+            ),
+            _ => LockInfo::free(),
+        })
     }
 }
 
@@ -190,47 +291,10 @@ async fn either<F: std::future::Future>(f: Option<F>) {
     }
 }
 
-/// The guard for a won row; `Unavailable` if the database answered so late that most of the
-/// lease had passed (see [`GuardParts::start`]).
-async fn guard(
-    lock: &SqlLock,
-    name: &str,
-    owner: &str,
-    token: u64,
-    opts: &AcquireOptions,
-    started: Instant,
-) -> Result<LockGuard, LockError> {
-    GuardParts {
-        name: name.to_owned(),
-        backend: lock.label.clone(),
-        fencing_token: token,
-        ttl: opts.ttl,
-        renew: opts.renew,
-        acquired_at: started,
-        validity: Some(opts.ttl),
-        lease: Arc::new(RowLease::new(lock, name, owner)),
-        lost: LostSignal::new(),
-    }
-    .start()
-    .await
-}
-
-pub(crate) async fn inspect(lock: &SqlLock, name: &str) -> Result<LockInfo, LockError> {
-    Ok(match lookup(lock, name).await? {
-        Some((owner, token, left)) if left > 0 => LockInfo::held(
-            Some(token as u64),
-            Some(owner),
-            Some(Duration::from_millis(left as u64)),
-            None,
-        ),
-        _ => LockInfo::free(),
-    })
-}
-
-/// The store side of a row-mode guard.
+/// The store side of a row-mode guard: our row, by name and owner token.
 struct RowLease {
     pool: AnyPool,
-    sql: Arc<Statements>,
+    sql: Arc<RowStatements>,
     dialect: Dialect,
     name: String,
     owner: String,
@@ -240,15 +304,15 @@ struct RowLease {
 }
 
 impl RowLease {
-    fn new(lock: &SqlLock, name: &str, owner: &str) -> Self {
+    fn new(lock: &RowLock, name: &str, owner: &str) -> Self {
         RowLease {
-            pool: lock.pool.clone(),
+            pool: lock.client.pool.clone(),
             sql: Arc::clone(&lock.sql),
-            dialect: lock.cfg.dialect,
+            dialect: lock.client.cfg.dialect,
             name: name.to_owned(),
             owner: owner.to_owned(),
-            label: lock.label.clone(),
-            queue_key: lock.queue_key(name),
+            label: lock.client.label.clone(),
+            queue_key: lock.client.queue_key(name),
         }
     }
 
@@ -260,18 +324,19 @@ impl RowLease {
             .bind(name)
             .bind(&self.owner)
             .bind(ms(ttl));
-        if self.dialect != Dialect::MySql {
+        let Some(bump) = &self.sql.bump else {
+            // The acquiring statement returns the token of a won row.
             let row = q.fetch_optional(&self.pool).await.map_err(c)?;
             return row
                 .map(|r| r.try_get::<i64, _>(0).map(|v| v as u64))
                 .transpose()
                 .map_err(|e| Failure::Error(map(e, &self.label, Some(name))));
-        }
+        };
         if q.execute(&self.pool).await.map_err(c)?.last_insert_id() != Some(1) {
             return Ok(None);
         }
         // We hold the row: draw the token now (the next holder can only draw after we release).
-        let bumped = sqlx::query(AssertSqlSafe(self.sql.bump.as_str()))
+        let bumped = sqlx::query(AssertSqlSafe(bump.as_str()))
             .bind(name)
             .execute(&self.pool)
             .await
@@ -345,8 +410,16 @@ impl Lease for RowLease {
                     .map(|r| r.rows_affected())
                     .map_err(|e| classify(e, &self.label, Some(&self.name)))
             })
-            .await?;
+            .await
+            .inspect_err(|e| {
+                tracing::debug!(backend = %self.label, name = %self.name, error = %e, "row renewal failed");
+            })?;
         if n == 0 {
+            tracing::debug!(
+                backend = %self.label,
+                name = %self.name,
+                "renewal found no row of ours: expired and taken over, or removed"
+            );
             return Err(LockError::not_held(
                 &self.name,
                 &self.label,
@@ -358,12 +431,20 @@ impl Lease for RowLease {
 
     async fn release(&self) -> Result<(), LockError> {
         match self.with_retries(|| self.delete()).await? {
-            0 => Err(LockError::not_held(
-                &self.name,
-                &self.label,
-                "the lease expired and the row was taken over or removed",
-            )),
+            0 => {
+                tracing::debug!(
+                    backend = %self.label,
+                    name = %self.name,
+                    "release found no row of ours: expired and taken over, or removed"
+                );
+                Err(LockError::not_held(
+                    &self.name,
+                    &self.label,
+                    "the lease expired and the row was taken over or removed",
+                ))
+            }
             _ => {
+                tracing::debug!(backend = %self.label, name = %self.name, "row deleted; waking this process's waiters");
                 LocalQueue::wake(&self.queue_key);
                 Ok(())
             }

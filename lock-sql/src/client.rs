@@ -1,0 +1,195 @@
+//! [`SqlClient`]: what row mode and for_update mode share — one database's connection pool
+//! (with each dialect's session settings), the configuration, the backend label, the lock
+//! tables (created at connect when missing) and this process's waiter-queue keys.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use lock_core::LockError;
+use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
+use sqlx::AssertSqlSafe;
+use sqlx::{AnyPool, Executor, Row};
+
+use crate::config::SqlConfig;
+use crate::error::{classify, map, Failure};
+use crate::statements::{self, ClientStatements};
+
+/// One client of one database: its pool, configuration and label. Both modes' lock types
+/// ([`crate::row::RowLock`], [`crate::for_update::ForUpdateLock`]) run over it.
+pub(crate) struct SqlClient {
+    pub(crate) cfg: SqlConfig,
+    pub(crate) pool: AnyPool,
+    /// The backend label (`postgres-row`, …): the only name of the database in messages and
+    /// logs (the URL is secret).
+    pub(crate) label: String,
+}
+
+impl fmt::Debug for SqlClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SqlClient")
+            .field("url", &self.cfg.redacted())
+            .field("mode", &self.cfg.mode)
+            .field("table", &self.cfg.table)
+            .finish()
+    }
+}
+
+impl SqlClient {
+    /// Validates `cfg`, opens the pool (lazily: at most `max_connections`, each new connection
+    /// running the dialect's session settings) and creates the missing lock tables.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidConfig`] for a bad configuration, [`LockError::Unavailable`] when the
+    /// database cannot be reached within `connect_timeout`.
+    pub(crate) async fn connect(cfg: SqlConfig) -> Result<Self, LockError> {
+        cfg.validate()?;
+        sqlx::any::install_default_drivers();
+        let label = cfg.backend_label();
+        let opts = AnyConnectOptions::from_str(cfg.driver_url()).map_err(|e| {
+            LockError::invalid_config(format!("bad database URL {:?}: {e}", cfg.redacted()))
+        })?;
+        let sql = statements::client(cfg.dialect, cfg.mode, &cfg.table);
+        let session = sql.session;
+        let pool = AnyPoolOptions::new()
+            .max_connections(cfg.max_connections)
+            .min_connections(0)
+            .acquire_timeout(cfg.connect_timeout)
+            .after_connect(move |conn, _| {
+                Box::pin(async move {
+                    for setting in session {
+                        conn.execute(*setting).await?;
+                    }
+                    Ok(())
+                })
+            })
+            .connect_with(opts)
+            .await
+            .map_err(|e| map(e, &label, None))?;
+        let client = SqlClient { cfg, pool, label };
+        client.create_schema(&sql).await?;
+        Ok(client)
+    }
+
+    /// This process's waiter-queue key for `name` (see [`lock_core::backend::LocalQueue`]):
+    /// shared by every client of the same database and table.
+    pub(crate) fn queue_key(&self, name: &str) -> String {
+        lock_core::backend::local_queue::key(self.cfg.driver_url(), &self.cfg.table, name)
+    }
+
+    /// Creates the tables (and counter) that are missing. Safe when many processes start at
+    /// once: PostgreSQL serializes creators with a transaction-scoped advisory lock; "already
+    /// exists" races are tolerated everywhere. Bounded: 10 attempts, 20–200 ms apart.
+    async fn create_schema(&self, sql: &ClientStatements) -> Result<(), LockError> {
+        for attempt in 0..10u32 {
+            match self.try_create_schema(sql).await {
+                Ok(()) => return Ok(()),
+                Err(Failure::Retry) | Err(Failure::Busy) => {
+                    tracing::debug!(
+                        backend = %self.label,
+                        table = %self.cfg.table,
+                        attempt,
+                        "schema creation conflicted with another client; retrying"
+                    );
+                    tokio::time::sleep(Duration::from_millis(20 * u64::from(attempt + 1))).await;
+                }
+                Err(Failure::Error(e)) => return Err(e),
+            }
+        }
+        Err(LockError::backend(
+            &self.label,
+            None,
+            format!(
+                "could not create lock table `{}`: kept conflicting with concurrent creators",
+                self.cfg.table
+            ),
+            None,
+        ))
+    }
+
+    async fn try_create_schema(&self, sql: &ClientStatements) -> Result<(), Failure> {
+        let c = |e| classify(e, &self.label, None);
+        // MySQL DDL, even `IF NOT EXISTS`, queues for an exclusive metadata lock behind every
+        // open for_update transaction and blocks all later statements on the table meanwhile;
+        // PostgreSQL checks the CREATE privilege before `IF NOT EXISTS`, so a user with only
+        // SELECT/INSERT/UPDATE/DELETE on existing tables could not connect otherwise. So only
+        // what is missing is created.
+        let mut missing = Vec::new();
+        for ddl in &sql.schema {
+            match (&ddl.object, sql.object_exists) {
+                (Some(object), Some(exists)) if self.exists(object, exists).await? => {}
+                _ => missing.push(ddl.sql.clone()),
+            }
+        }
+        if missing.is_empty() {
+            return Ok(());
+        }
+        tracing::debug!(
+            backend = %self.label,
+            table = %self.cfg.table,
+            statements = missing.len(),
+            "creating the missing lock tables"
+        );
+        let floor = self.token_floor(sql).await?;
+        let mut tx = self.pool.begin().await.map_err(c)?;
+        if let Some(schema_lock) = sql.schema_lock {
+            tx.execute(schema_lock).await.map_err(c)?;
+        }
+        for stmt in missing {
+            let stmt = stmt.replace("{floor}", &floor.to_string());
+            if let Err(e) = tx.execute(AssertSqlSafe(stmt)).await {
+                if !already_exists(&e) {
+                    return Err(c(e));
+                }
+            }
+        }
+        tx.commit().await.map_err(c)
+    }
+
+    /// Whether `object` exists, by `sql` (one bound name, returns a count).
+    async fn exists(&self, object: &str, sql: &str) -> Result<bool, Failure> {
+        Ok(self.fetch_i64(sql, Some(object)).await? > 0)
+    }
+
+    /// The first column of the one row `sql` returns (with `arg` bound, if any).
+    async fn fetch_i64(&self, sql: &str, arg: Option<&str>) -> Result<i64, Failure> {
+        let mut query = sqlx::query(AssertSqlSafe(sql));
+        if let Some(arg) = arg {
+            query = query.bind(arg);
+        }
+        let row = query
+            .fetch_one(&self.pool)
+            .await
+            .map_err(|e| classify(e, &self.label, None))?;
+        row.try_get(0)
+            .map_err(|e| Failure::Error(map(e, &self.label, None)))
+    }
+
+    /// MySQL for_update: the first token the token table hands out. Above every token an
+    /// earlier version issued from its MariaDB sequence `<table>_fence`, when that exists (a
+    /// value drawn from it now exceeds all of them); 1 otherwise. Only read while the token
+    /// table is being created: clients of the earlier version must be stopped by then.
+    async fn token_floor(&self, sql: &ClientStatements) -> Result<i64, Failure> {
+        let Some(old) = &sql.old_sequence else {
+            return Ok(1);
+        };
+        if !self.exists(&old.name, old.exists).await? {
+            return Ok(1);
+        }
+        Ok(self.fetch_i64(&old.next, None).await?.max(1))
+    }
+}
+
+/// Whether a DDL error says a concurrent creator got there first.
+fn already_exists(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Database(db) => {
+            let code = db.code().unwrap_or_default();
+            code == "42P07"
+                || code == "23505"
+                || code == "42S01"
+                || db.message().contains("already exists")
+        }
+        _ => false,
+    }
+}

@@ -1,0 +1,431 @@
+//! for_update mode ([`ForUpdateLock`]): a row per name (created on first use). A guard owns a
+//! pooled connection with an open transaction that locked the row and then drew the fencing
+//! token ([`ForUpdateLease`]); release commits. The statements are in
+//! `statements/<dialect>.rs`.
+//!
+//! The waiters of one process queue in arrival order ([`LocalQueue`]) and only the head holds
+//! a connection, waiting in the database's own lock queue, bounded by its lock-wait setting
+//! (PostgreSQL `lock_timeout` in milliseconds; MySQL/MariaDB `innodb_lock_wait_timeout` in whole
+//! seconds rounded up, at most an hour per statement, repeated while the caller waits longer or
+//! forever; the arithmetic is in `bounds.rs`). A zero wait tries once (`NOWAIT`). If the
+//! connection dies the database releases the row lock; the guard's liveness check (a ping
+//! every ttl/3) then reports it lost.
+//!
+//! Fencing tokens are drawn after the row lock is granted, from a counter no rollback takes
+//! back: PostgreSQL's sequence `<table>_fence` (in the locking statement), MySQL/MariaDB's
+//! `AUTO_INCREMENT` table `<table>_fences` (the next statement of the lock transaction).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use lock_core::backend::{
+    Attempt, Deadline, GuardParts, Lease, LocalQueue, LockBackend, LostSignal,
+};
+use lock_core::{
+    AcquireOptions, Capabilities, CrashRelease, LockError, LockGuard, LockInfo, Wakeup,
+};
+use sqlx::AssertSqlSafe;
+use sqlx::{Any, Executor, Row, Transaction};
+use tokio::sync::Mutex;
+use tokio::time::Instant;
+
+use crate::client::SqlClient;
+use crate::config::Dialect;
+use crate::error::{classify, is_connection_gone, map, Failure};
+use crate::statements::{self, ForUpdateStatements};
+
+mod bounds;
+
+/// Conflicts (deadlocks, a row that had to be created, a guard won too late) per acquisition.
+const MAX_CONFLICTS: u32 = 50;
+/// What the acquire loop does next.
+#[derive(Debug, PartialEq, Eq)]
+enum Next {
+    /// Another attempt.
+    Again,
+    /// The caller's wait is over (or it only tried): no lock.
+    TimedOut,
+    /// Too many conflicts: give up with an error.
+    GiveUp,
+}
+
+/// The acquire loop's bounds. A lock wait that ran out (its slice) ends the loop only when the
+/// caller's wait is over: the number of slices is unbounded, each slice is bounded in time
+/// (waiting forever means forever). Conflicts are bounded in number.
+#[derive(Debug, Default)]
+struct Budget {
+    conflicts: u32,
+}
+
+impl Budget {
+    /// A statement's lock wait ran out with the row still held by someone else.
+    fn busy(&self, try_only: bool, deadline: &Deadline) -> Next {
+        if try_only || deadline.expired() {
+            Next::TimedOut
+        } else {
+            Next::Again
+        }
+    }
+
+    /// A deadlock, a row created meanwhile, or a guard won too late to be of use.
+    fn conflict(&mut self) -> Next {
+        self.conflicts += 1;
+        if self.conflicts > MAX_CONFLICTS {
+            Next::GiveUp
+        } else {
+            Next::Again
+        }
+    }
+}
+
+/// for_update mode over one client: the for_update statements of its dialect.
+#[derive(Debug)]
+pub(crate) struct ForUpdateLock {
+    client: Arc<SqlClient>,
+    sql: ForUpdateStatements,
+}
+
+impl ForUpdateLock {
+    /// # Errors
+    /// [`LockError::InvalidConfig`] on SQLite, which has no `SELECT … FOR UPDATE` (already
+    /// refused by [`crate::SqlConfig::validate`]).
+    pub(crate) fn new(client: Arc<SqlClient>) -> Result<Self, LockError> {
+        let sql =
+            statements::for_update(client.cfg.dialect, &client.cfg.table).ok_or_else(|| {
+                LockError::invalid_config(format!(
+                    "mode=for_update is not available on {}: use mode=row",
+                    client.cfg.dialect.label()
+                ))
+            })?;
+        Ok(ForUpdateLock { client, sql })
+    }
+
+    /// A transaction on a pooled connection, for lock `name`.
+    async fn begin(&self, name: &str) -> Result<Transaction<'static, Any>, LockError> {
+        let label = &self.client.label;
+        self.client
+            .pool
+            .begin()
+            .await
+            .map_err(|e| map(e, label, Some(name)))
+    }
+
+    /// Sets, in `tx`, how long the database keeps it when its holder goes silent and how long
+    /// its statements wait for a row lock (`None` = forever; `NOWAIT` attempts get
+    /// a short bound; see [`bounds::tx_bounds`]).
+    async fn bound_tx(
+        &self,
+        tx: &mut Transaction<'static, Any>,
+        ttl: Duration,
+        wait: Option<Duration>,
+        nowait: bool,
+    ) -> Result<(), sqlx::Error> {
+        let (idle, wait) = bounds::tx_bounds(self.client.cfg.dialect, ttl, wait, nowait);
+        sqlx::raw_sql(AssertSqlSafe((self.sql.bounds)(idle, wait)))
+            .execute(&mut **tx)
+            .await
+            .map(|_| ())
+    }
+
+    /// Locks the row of `name` in `tx` (without waiting when `nowait`) and draws its fencing
+    /// token: `Some(token)`, or `None` when the row does not exist yet.
+    async fn lock_row(
+        &self,
+        tx: &mut Transaction<'static, Any>,
+        name: &str,
+        nowait: bool,
+    ) -> Result<Option<u64>, Failure> {
+        let label = &self.client.label;
+        let c = |e| classify(e, label, Some(name));
+        let sql = if nowait {
+            &self.sql.try_lock_row
+        } else {
+            &self.sql.lock_row
+        };
+        let Some(row) = sqlx::query(AssertSqlSafe(sql.as_str()))
+            .bind(name)
+            .fetch_optional(&mut **tx)
+            .await
+            .map_err(c)?
+        else {
+            return Ok(None);
+        };
+        let token = match &self.sql.draw_token {
+            // The locking statement drew the token.
+            None => row
+                .try_get::<i64, _>(0)
+                .map_err(|e| Failure::Error(map(e, label, Some(name))))?,
+            Some(draw_token) => sqlx::query(AssertSqlSafe(draw_token.as_str()))
+                .bind(name)
+                .execute(&mut **tx)
+                .await
+                .map_err(c)?
+                .last_insert_id()
+                .unwrap_or(0),
+        };
+        match u64::try_from(token) {
+            Ok(t) if t > 0 => Ok(Some(t)),
+            _ => Err(Failure::Error(LockError::backend(
+                label,
+                Some(name),
+                format!("the fencing counter returned no token ({token})"),
+                None,
+            ))),
+        }
+    }
+
+    /// Creates the missing row of `name` in `tx` (bounded by its lock wait) and commits.
+    async fn create_row(
+        &self,
+        mut tx: Transaction<'static, Any>,
+        name: &str,
+    ) -> Result<(), Failure> {
+        let c = |e| classify(e, &self.client.label, Some(name));
+        sqlx::query(AssertSqlSafe(self.sql.ensure_row.as_str()))
+            .bind(name)
+            .execute(&mut *tx)
+            .await
+            .map_err(c)?;
+        tx.commit().await.map_err(c)?;
+        tracing::debug!("first use of the name: created its row");
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl LockBackend for ForUpdateLock {
+    async fn attempt(
+        &self,
+        name: &str,
+        opts: &AcquireOptions,
+        how: Attempt,
+    ) -> Result<Option<LockGuard>, LockError> {
+        let try_only = how == Attempt::Try;
+        let label = &self.client.label;
+        let deadline = Deadline::after(opts.wait);
+        // Waiters of this process queue here: one pooled connection per process waits in the
+        // database's lock queue instead of one per waiting task.
+        let _turn = match try_only {
+            false => Some(LocalQueue::wait_turn(self.client.queue_key(name), &deadline).await),
+            true => None,
+        };
+        let mut budget = Budget::default();
+        loop {
+            let started = Instant::now();
+            let remaining = deadline.remaining();
+            // A wait that is over (or zero) tries once, like try_acquire.
+            let nowait = try_only || remaining.is_some_and(|r| r.is_zero());
+            // The transaction owns its pooled connection; if this future is dropped, sqlx rolls
+            // it back before the connection is reused, so a cancelled acquire holds nothing.
+            let mut tx = self.begin(name).await?;
+            let outcome = match self.bound_tx(&mut tx, opts.ttl, remaining, nowait).await {
+                Ok(()) => self.lock_row(&mut tx, name, nowait).await,
+                Err(e) => Err(classify(e, label, Some(name))),
+            };
+            let next = match outcome {
+                Ok(Some(token)) => {
+                    // The database's idle bound counts from the last statement; a waiter that
+                    // waited long starts with one more round trip that resets it (see
+                    // `GuardParts::start`).
+                    let started = GuardParts {
+                        name: name.to_owned(),
+                        backend: label.clone(),
+                        fencing_token: token,
+                        ttl: opts.ttl,
+                        renew: opts.renew,
+                        acquired_at: started,
+                        validity: Some(bounds::idle_bound(opts.ttl)),
+                        lease: Arc::new(ForUpdateLease {
+                            tx: Mutex::new(Some(tx)),
+                            ping: self.sql.ping,
+                            idle: bounds::idle_bound(opts.ttl),
+                            name: name.to_owned(),
+                            label: label.clone(),
+                        }),
+                        lost: LostSignal::new(),
+                    }
+                    .start()
+                    .await;
+                    match started {
+                        Ok(g) => return Ok(Some(g)),
+                        Err(e) if try_only || deadline.expired() => return Err(e),
+                        Err(e) => {
+                            tracing::debug!(token, error = %e, "won the row lock too late to use it; gave it back, retrying");
+                            budget.conflict()
+                        }
+                    }
+                }
+                // First use of the name: create its row, then try again at once (this attempt
+                // found nothing to lock, so it does not count as the one try of a zero wait).
+                Ok(None) => match self.create_row(tx, name).await {
+                    Ok(()) | Err(Failure::Retry) => budget.conflict(),
+                    Err(Failure::Busy) => budget.busy(try_only, &deadline),
+                    Err(Failure::Error(e)) => return Err(e),
+                },
+                Err(Failure::Busy) => {
+                    let _ = tx.rollback().await;
+                    let next = budget.busy(try_only, &deadline);
+                    if next == Next::Again {
+                        tracing::debug!(
+                            "held by another client: the lock wait ran out; waiting again"
+                        );
+                    }
+                    next
+                }
+                Err(Failure::Retry) => {
+                    let _ = tx.rollback().await;
+                    match budget.conflict() {
+                        Next::Again if try_only || deadline.expired() => Next::TimedOut,
+                        next => {
+                            tracing::debug!(
+                                conflicts = budget.conflicts,
+                                "the locking statement conflicted (deadlock)"
+                            );
+                            next
+                        }
+                    }
+                }
+                Err(Failure::Error(e)) => return Err(e),
+            };
+            match next {
+                Next::Again => {}
+                Next::TimedOut => return Ok(None),
+                Next::GiveUp => {
+                    return Err(LockError::backend(
+                        label,
+                        Some(name),
+                        "kept conflicting with other clients; retry later",
+                        None,
+                    ))
+                }
+            }
+        }
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::bound(
+            CrashRelease::Connection,
+            Wakeup::LockQueue,
+            self.client.cfg.dialect == Dialect::Postgres,
+        )
+    }
+
+    fn backend_name(&self) -> &str {
+        &self.client.label
+    }
+
+    async fn inspect(&self, name: &str) -> Result<LockInfo, LockError> {
+        let label = &self.client.label;
+        let mut tx = self.begin(name).await?;
+        let res = sqlx::query(AssertSqlSafe(self.sql.peek_row.as_str()))
+            .bind(name)
+            .fetch_optional(&mut *tx)
+            .await;
+        let _ = tx.rollback().await;
+        match res {
+            Ok(_) => Ok(LockInfo::free()),
+            Err(e) => match classify(e, label, Some(name)) {
+                Failure::Busy => Ok(LockInfo::held(None, None, None, None)),
+                Failure::Retry => Ok(LockInfo::held(None, None, None, None)),
+                Failure::Error(e) => Err(e),
+            },
+        }
+    }
+}
+
+/// The store side of a for_update guard: the open transaction holding the row lock.
+struct ForUpdateLease {
+    tx: Mutex<Option<Transaction<'static, Any>>>,
+    /// The liveness check run in the transaction.
+    ping: &'static str,
+    /// How long the database keeps the session once it goes silent.
+    idle: Duration,
+    name: String,
+    label: String,
+}
+
+impl ForUpdateLease {
+    fn gone(&self) -> LockError {
+        LockError::not_held(
+            &self.name,
+            &self.label,
+            "the connection holding the row lock died, so the database released the lock",
+        )
+    }
+
+    /// [`Self::gone`], logged: the moment the connection is found gone, the lock is lost.
+    fn lost(&self, e: &sqlx::Error) -> LockError {
+        tracing::warn!(
+            backend = %self.label,
+            name = %self.name,
+            error = %e,
+            "the connection holding the row lock is gone, so the database released the lock"
+        );
+        self.gone()
+    }
+}
+
+#[async_trait]
+impl Lease for ForUpdateLease {
+    async fn renew(&self, _ttl: Duration) -> Result<Option<Duration>, LockError> {
+        let mut slot = self.tx.lock().await;
+        let Some(tx) = slot.as_mut() else {
+            return Err(self.gone());
+        };
+        match tx.execute(self.ping).await {
+            // The database keeps a silent holder's session for `idle` after this ping (the
+            // bound set when the lock was taken; `extend` does not change it).
+            Ok(_) => Ok(Some(self.idle)),
+            Err(e) if is_connection_gone(&e) => {
+                slot.take();
+                Err(self.lost(&e))
+            }
+            Err(e) => {
+                tracing::debug!(backend = %self.label, name = %self.name, error = %e, "liveness check on the lock transaction failed");
+                Err(map(e, &self.label, Some(&self.name)))
+            }
+        }
+    }
+
+    async fn release(&self) -> Result<(), LockError> {
+        let Some(tx) = self.tx.lock().await.take() else {
+            return Err(self.gone());
+        };
+        tx.commit().await.map_err(|e| {
+            if is_connection_gone(&e) || matches!(e, sqlx::Error::Database(_)) {
+                self.lost(&e)
+            } else {
+                map(e, &self.label, Some(&self.name))
+            }
+        })?;
+        tracing::debug!(backend = %self.label, name = %self.name, "lock transaction committed; row lock released");
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn waiting_forever_never_runs_out_of_lock_wait_slices() {
+        let mut budget = Budget::default();
+        let forever = Deadline::after(None);
+        // A year of one-hour slices, and more.
+        for _ in 0..10_000 {
+            assert_eq!(budget.busy(false, &forever), Next::Again);
+        }
+        // A finite wait ends when its deadline passes; try_acquire after its one try.
+        let finite = Deadline::after(Some(Duration::from_secs(3600)));
+        assert_eq!(budget.busy(false, &finite), Next::Again);
+        assert_eq!(budget.busy(true, &finite), Next::TimedOut);
+        let over = Deadline::after(Some(Duration::ZERO));
+        assert_eq!(budget.busy(false, &over), Next::TimedOut);
+        // Conflicts stay bounded, whatever the wait.
+        for _ in 0..MAX_CONFLICTS {
+            assert_eq!(budget.conflict(), Next::Again);
+        }
+        assert_eq!(budget.conflict(), Next::GiveUp);
+    }
+}

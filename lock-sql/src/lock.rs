@@ -1,0 +1,98 @@
+//! [`SqlLock`]: the public client. It connects once ([`SqlClient`]) and hands every operation
+//! to its mode's lock type, [`RowLock`] or [`ForUpdateLock`], chosen here and only here.
+
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use lock_core::backend::{Attempt, LockBackend};
+use lock_core::{AcquireOptions, Capabilities, DistributedLock, LockError, LockGuard, LockInfo};
+use sqlx::AnyPool;
+
+use crate::client::SqlClient;
+use crate::config::{Mode, SqlConfig};
+use crate::for_update::ForUpdateLock;
+use crate::row::RowLock;
+
+/// A distributed lock on one SQL database: one client with its own connection pool, in the
+/// mode its [`SqlConfig`] names (row or for_update; the crate docs say what each guarantees).
+/// Implements [`DistributedLock`]; share it behind an `Arc`. A guard holds its own handle on
+/// the pool, so it stays usable after the `SqlLock` it came from is dropped.
+pub struct SqlLock {
+    client: Arc<SqlClient>,
+    /// The mode's implementation, over `client`.
+    mode: Box<dyn LockBackend>,
+}
+
+impl fmt::Debug for SqlLock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SqlLock")
+            .field("url", &self.client.cfg.redacted())
+            .field("mode", &self.client.cfg.mode)
+            .field("table", &self.client.cfg.table)
+            .finish()
+    }
+}
+
+impl SqlLock {
+    /// Connects (one pool per client) and creates the lock tables that are missing. The
+    /// database is reached at least once before this returns.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidConfig`] for a bad configuration (for_update on SQLite, a bad table
+    /// name or URL, refused credentials, missing privileges), [`LockError::Unavailable`] when
+    /// the database cannot be reached within `connect_timeout`.
+    pub async fn connect(cfg: SqlConfig) -> Result<Self, LockError> {
+        let client = Arc::new(SqlClient::connect(cfg).await?);
+        let mode: Box<dyn LockBackend> = match client.cfg.mode {
+            Mode::Row => Box::new(RowLock::new(Arc::clone(&client))),
+            Mode::ForUpdate => Box::new(ForUpdateLock::new(Arc::clone(&client))?),
+        };
+        Ok(SqlLock { client, mode })
+    }
+
+    /// The configuration in use (its `Debug` never shows the password).
+    pub fn config(&self) -> &SqlConfig {
+        &self.client.cfg
+    }
+
+    /// The connection pool the locks use (for operators and tests). Statements run on it do
+    /// not take part in any lock; a for_update guard keeps one of its connections while held.
+    pub fn pool(&self) -> &AnyPool {
+        &self.client.pool
+    }
+}
+
+#[async_trait]
+impl LockBackend for SqlLock {
+    async fn attempt(
+        &self,
+        name: &str,
+        opts: &AcquireOptions,
+        how: Attempt,
+    ) -> Result<Option<LockGuard>, LockError> {
+        self.mode.attempt(name, opts, how).await
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.mode.capabilities()
+    }
+
+    fn backend_name(&self) -> &str {
+        self.mode.backend_name()
+    }
+
+    async fn inspect(&self, name: &str) -> Result<LockInfo, LockError> {
+        self.mode.inspect(name).await
+    }
+}
+
+/// Connects from a URL (`postgres://`, `postgresql://`, `mysql://`, `mariadb://`,
+/// `sqlite://`; distlock's parameters `mode`, `table`, `max_connections`, `connect_timeout`).
+/// The facade's scheme registry calls this.
+///
+/// # Errors
+/// As [`SqlConfig::from_url`] and [`SqlLock::connect`].
+pub async fn connect(url: &str) -> Result<Arc<dyn DistributedLock>, LockError> {
+    Ok(Arc::new(SqlLock::connect(SqlConfig::from_url(url)?).await?))
+}

@@ -1,0 +1,48 @@
+//! Every SQL statement the backend runs: one file per dialect (`postgres.rs`, `mysql.rs`,
+//! `sqlite.rs`), what each statement must do and the invariant it keeps in `sets.rs`, and here
+//! the one choice of dialect.
+//!
+//! The table name is the only text put into SQL (validated by
+//! [`crate::config::validate_table`]), besides integers the backend computed itself (session
+//! bounds, an `AUTO_INCREMENT` start); lock names, owner tokens and durations are always bound
+//! as parameters. Expiry is computed by the database clock in epoch milliseconds, never by the
+//! client's. Tokens are drawn only by the statement that won the lock row (or after the row
+//! lock is granted), so they are serialized by the lock itself: a token drawn before the row
+//! was won could otherwise be issued after a later holder's (a database process descheduled
+//! between drawing and inserting).
+
+mod mysql;
+mod postgres;
+mod sets;
+mod sqlite;
+
+pub(crate) use sets::{ClientStatements, ForUpdateStatements, RowStatements};
+
+use crate::config::{Dialect, Mode};
+
+/// What a client of table `t` runs when it connects.
+pub(crate) fn client(d: Dialect, mode: Mode, t: &str) -> ClientStatements {
+    match d {
+        Dialect::Postgres => postgres::client(mode, t),
+        Dialect::MySql => mysql::client(mode, t),
+        Dialect::Sqlite => sqlite::client(t),
+    }
+}
+
+/// Row mode's statements on table `t`.
+pub(crate) fn row(d: Dialect, t: &str) -> RowStatements {
+    match d {
+        Dialect::Postgres => postgres::row(t),
+        Dialect::MySql => mysql::row(t),
+        Dialect::Sqlite => sqlite::row(t),
+    }
+}
+
+/// for_update mode's statements on table `t`; `None` on SQLite, which has no `FOR UPDATE`.
+pub(crate) fn for_update(d: Dialect, t: &str) -> Option<ForUpdateStatements> {
+    match d {
+        Dialect::Postgres => Some(postgres::for_update(t)),
+        Dialect::MySql => Some(mysql::for_update(t)),
+        Dialect::Sqlite => None,
+    }
+}

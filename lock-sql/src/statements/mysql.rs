@@ -1,0 +1,137 @@
+//! MySQL/MariaDB's statements: row mode with a per-name token table bumped by a second
+//! statement; for_update mode with an `AUTO_INCREMENT` token table.
+//!
+//! Only SQL that MySQL 8 and MariaDB ≥ 10.3 both accept (no sequences, no `SET STATEMENT`, no
+//! `RETURNING`; a test below checks the texts); only the upgrade path from the sequence an
+//! earlier version created on MariaDB reads one, and only where it exists.
+
+use super::sets::{ClientStatements, Ddl, ForUpdateStatements, OldSequence, RowStatements};
+use crate::config::Mode;
+
+/// Epoch milliseconds by the database clock.
+const NOW_MS: &str = "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)";
+
+/// Run on every new connection: no gap locks, so a lock on one missing name never blocks
+/// another name.
+const SESSION: &[&str] = &["SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED"];
+
+/// Whether a table or sequence exists in the current database; returns a count.
+const OBJECT_EXISTS: &str = "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?";
+
+/// Whether a sequence exists in the current database (MariaDB; MySQL has none).
+const SEQUENCE_EXISTS: &str = "SELECT COUNT(*) FROM information_schema.tables \
+     WHERE table_schema = DATABASE() AND table_name = ? AND table_type = 'SEQUENCE'";
+
+pub(crate) fn client(mode: Mode, t: &str) -> ClientStatements {
+    // VARBINARY: byte-exact names (the default collations fold case and pad spaces).
+    let schema = match mode {
+        // `<t>_fences` keeps each name's last token after its lock row is deleted.
+        Mode::Row => vec![
+            Ddl::table(t, format!("CREATE TABLE IF NOT EXISTS {t} (name VARBINARY(1024) NOT NULL PRIMARY KEY, owner VARCHAR(64) NOT NULL, fence BIGINT NOT NULL, expires_at BIGINT NOT NULL) ENGINE=InnoDB")),
+            Ddl::table(format!("{t}_fences"), format!("CREATE TABLE IF NOT EXISTS {t}_fences (name VARBINARY(1024) NOT NULL PRIMARY KEY, fence BIGINT NOT NULL) ENGINE=InnoDB")),
+        ],
+        Mode::ForUpdate => vec![
+            Ddl::table(t, format!("CREATE TABLE IF NOT EXISTS {t} (name VARBINARY(1024) NOT NULL PRIMARY KEY) ENGINE=InnoDB")),
+            // `{floor}`: the first token (above an earlier version's sequence, if any).
+            Ddl::table(format!("{t}_fences"), format!("CREATE TABLE IF NOT EXISTS {t}_fences (name VARBINARY(1024) NOT NULL PRIMARY KEY, fence BIGINT NOT NULL AUTO_INCREMENT, KEY (fence)) ENGINE=InnoDB AUTO_INCREMENT={{floor}}")),
+        ],
+    };
+    ClientStatements {
+        session: SESSION,
+        schema_lock: None,
+        object_exists: Some(OBJECT_EXISTS),
+        schema,
+        old_sequence: (mode == Mode::ForUpdate).then(|| OldSequence {
+            name: format!("{t}_fence"),
+            exists: SEQUENCE_EXISTS,
+            next: format!("SELECT NEXTVAL({t}_fence)"),
+        }),
+    }
+}
+
+pub(crate) fn row(t: &str) -> RowStatements {
+    let now = NOW_MS;
+    RowStatements {
+        // LAST_INSERT_ID (in the OK packet) is 1 when we won (inserted, or took over an expired
+        // row) and 0 when the row is held; the token is then drawn by `bump` while we hold it,
+        // so tokens are serialized by the lock itself. Assignments run left to right: `owner`
+        // reads the old `expires_at`.
+        acquire: format!(
+            "INSERT INTO {t} (name, owner, fence, expires_at) VALUES (?, ?, LAST_INSERT_ID(1), {now} + ?) \
+             ON DUPLICATE KEY UPDATE \
+             owner = IF(expires_at <= {now}, VALUES(owner), owner), \
+             expires_at = IF(expires_at <= {now}, VALUES(expires_at), expires_at + 0 * LAST_INSERT_ID(0))"
+        ),
+        bump: Some(format!(
+            "INSERT INTO {t}_fences (name, fence) VALUES (?, LAST_INSERT_ID(1)) ON DUPLICATE KEY UPDATE fence = LAST_INSERT_ID(fence + 1)"
+        )),
+        lookup: format!(
+            "SELECT l.owner, COALESCE(f.fence, 0), l.expires_at - {now} AS left_ms FROM {t} l LEFT JOIN {t}_fences f ON f.name = l.name WHERE l.name = ?"
+        ),
+        renew: format!(
+            "UPDATE {t} SET expires_at = {now} + ? WHERE name = ? AND owner = ? AND expires_at > {now}"
+        ),
+        release: format!("DELETE FROM {t} WHERE name = ? AND owner = ?"),
+        notify_channel: None,
+    }
+}
+
+/// Session settings (they stay on the pooled connection, so every lock transaction sets both):
+/// how long the server keeps a silent connection and how long a statement waits for a row
+/// lock, both in whole seconds.
+fn bounds(idle: u64, lock_wait: u64) -> String {
+    format!("SET SESSION wait_timeout = {idle}, innodb_lock_wait_timeout = {lock_wait}")
+}
+
+pub(crate) fn for_update(t: &str) -> ForUpdateStatements {
+    // The lock wait is the session's `innodb_lock_wait_timeout` (see `bounds`). Tokens are
+    // drawn by `draw_token` after the locking read, for the same reason as on PostgreSQL.
+    ForUpdateStatements {
+        bounds,
+        ensure_row: format!("INSERT IGNORE INTO {t} (name) VALUES (?)"),
+        lock_row: format!("SELECT name FROM {t} WHERE name = ? FOR UPDATE"),
+        try_lock_row: format!("SELECT name FROM {t} WHERE name = ? FOR UPDATE NOWAIT"),
+        peek_row: format!("SELECT name FROM {t} WHERE name = ? FOR UPDATE NOWAIT"),
+        draw_token: Some(format!("REPLACE INTO {t}_fences (name) VALUES (?)")),
+        ping: "SELECT 1",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every MySQL/MariaDB statement sticks to SQL MySQL 8 accepts too (the upgrade path's read
+    /// of an earlier version's MariaDB sequence is separate and guarded by its existence).
+    #[test]
+    fn mysql_statements_are_portable_to_mysql_8() {
+        let (r, f) = (row("t"), for_update("t"));
+        let mut all = vec![
+            r.acquire,
+            r.lookup,
+            r.renew,
+            r.release,
+            f.ensure_row,
+            f.lock_row,
+            f.try_lock_row,
+            f.peek_row,
+            (f.bounds)(3, 1),
+            f.ping.to_owned(),
+            OBJECT_EXISTS.to_owned(),
+        ];
+        all.extend(r.bump);
+        all.extend(f.draw_token);
+        all.extend(SESSION.iter().map(|s| (*s).to_owned()));
+        for mode in [Mode::Row, Mode::ForUpdate] {
+            all.extend(client(mode, "t").schema.into_iter().map(|d| d.sql));
+        }
+        for sql in &all {
+            for mariadb_only in ["SEQUENCE", "NEXTVAL", "SET STATEMENT", "RETURNING"] {
+                assert!(
+                    !sql.to_uppercase().contains(mariadb_only),
+                    "MariaDB-only {mariadb_only} in {sql}"
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,95 @@
+//! PostgreSQL's statements: row mode with a per-name token table and `NOTIFY` on release;
+//! for_update mode with a token sequence drawn in the locking statement.
+
+use super::sets::{ClientStatements, Ddl, ForUpdateStatements, RowStatements};
+use crate::config::Mode;
+
+/// Epoch milliseconds by the database clock (`clock_timestamp`, not the transaction start).
+const NOW_MS: &str = "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT";
+
+/// Serializes concurrent schema creators (transaction-scoped advisory lock).
+const SCHEMA_LOCK: &str = "SELECT pg_advisory_xact_lock(7261982733)";
+
+/// Whether a table or sequence exists on the search path; returns a count.
+const OBJECT_EXISTS: &str = "SELECT CAST((to_regclass($1) IS NOT NULL)::int AS BIGINT)";
+
+/// The channel release notifications go to.
+fn notify_channel(t: &str) -> String {
+    format!("distlock_{t}")
+}
+
+pub(crate) fn client(mode: Mode, t: &str) -> ClientStatements {
+    let schema = match mode {
+        // `<t>_fences` keeps each name's last token after its lock row is deleted.
+        Mode::Row => vec![
+            Ddl::table(t, format!("CREATE TABLE IF NOT EXISTS {t} (name TEXT PRIMARY KEY, owner TEXT NOT NULL, fence BIGINT NOT NULL, expires_at BIGINT NOT NULL)")),
+            Ddl::table(format!("{t}_fences"), format!("CREATE TABLE IF NOT EXISTS {t}_fences (name TEXT PRIMARY KEY, fence BIGINT NOT NULL)")),
+        ],
+        Mode::ForUpdate => vec![
+            Ddl::table(t, format!("CREATE TABLE IF NOT EXISTS {t} (name TEXT PRIMARY KEY)")),
+            Ddl::table(format!("{t}_fence"), format!("CREATE SEQUENCE IF NOT EXISTS {t}_fence")),
+        ],
+    };
+    ClientStatements {
+        session: &[],
+        schema_lock: Some(SCHEMA_LOCK),
+        object_exists: Some(OBJECT_EXISTS),
+        schema,
+        old_sequence: None,
+    }
+}
+
+pub(crate) fn row(t: &str) -> RowStatements {
+    let now = NOW_MS;
+    RowStatements {
+        // The row upsert and the per-name counter bump are one statement (data-modifying
+        // CTEs), and the counter is bumped only for a row won; the counter row stays locked
+        // until commit.
+        acquire: format!(
+            "WITH won AS (INSERT INTO {t} (name, owner, fence, expires_at) VALUES ($1, $2, 0, {now} + $3) \
+             ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at \
+             WHERE {t}.expires_at <= {now} RETURNING name), \
+             bump AS (INSERT INTO {t}_fences (name, fence) SELECT name, 1 FROM won \
+             ON CONFLICT (name) DO UPDATE SET fence = {t}_fences.fence + 1 RETURNING fence) \
+             SELECT fence FROM bump"
+        ),
+        bump: None,
+        lookup: format!(
+            "SELECT l.owner, COALESCE(f.fence, 0), l.expires_at - {now} AS left_ms FROM {t} l LEFT JOIN {t}_fences f ON f.name = l.name WHERE l.name = $1"
+        ),
+        renew: format!(
+            "UPDATE {t} SET expires_at = {now} + $1 WHERE name = $2 AND owner = $3 AND expires_at > {now}"
+        ),
+        release: format!(
+            "WITH d AS (DELETE FROM {t} WHERE name = $1 AND owner = $2 RETURNING name) \
+             SELECT (SELECT count(*) FROM d) AS deleted, \
+             (SELECT count(*) FROM (SELECT pg_notify('{}', name) FROM d) n) AS notified",
+            notify_channel(t)
+        ),
+        notify_channel: Some(notify_channel(t)),
+    }
+}
+
+/// Transaction-local: how long the database keeps a silent holder's transaction and how long
+/// a statement waits for a row lock, both in milliseconds (`lock_wait` 0 = forever).
+fn bounds(idle: u64, lock_wait: u64) -> String {
+    format!(
+        "SET LOCAL idle_in_transaction_session_timeout = {idle}; SET LOCAL lock_timeout = {lock_wait}"
+    )
+}
+
+pub(crate) fn for_update(t: &str) -> ForUpdateStatements {
+    // Tokens come from a sequence, drawn only AFTER the row lock is granted (the outer SELECT
+    // evaluates `nextval` on rows the locking subquery has already returned). Sequences are
+    // never rolled back, so a holder whose transaction died (and whose uncommitted writes
+    // vanished) can never share a token with the next holder.
+    ForUpdateStatements {
+        bounds,
+        ensure_row: format!("INSERT INTO {t} (name) VALUES ($1) ON CONFLICT (name) DO NOTHING"),
+        lock_row: format!("SELECT nextval('{t}_fence') FROM (SELECT name FROM {t} WHERE name = $1 FOR UPDATE) AS locked"),
+        try_lock_row: format!("SELECT nextval('{t}_fence') FROM (SELECT name FROM {t} WHERE name = $1 FOR UPDATE NOWAIT) AS locked"),
+        peek_row: format!("SELECT name FROM {t} WHERE name = $1 FOR UPDATE NOWAIT"),
+        draw_token: None,
+        ping: "SELECT 1",
+    }
+}

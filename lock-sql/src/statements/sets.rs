@@ -1,0 +1,109 @@
+//! What every dialect supplies: the statements a client runs at connect ([`ClientStatements`]),
+//! in row mode ([`RowStatements`]) and in for_update mode ([`ForUpdateStatements`]), each with
+//! the invariant it keeps. The texts themselves are in `postgres.rs`, `mysql.rs`, `sqlite.rs`.
+
+/// One schema statement and the table or sequence it creates.
+#[derive(Debug, Clone)]
+pub(crate) struct Ddl {
+    /// The object created; the statement is skipped when it exists (MySQL DDL, even
+    /// `IF NOT EXISTS`, waits behind open transactions on the table; PostgreSQL checks the CREATE
+    /// privilege first). `None`: always run (SQLite, where neither applies).
+    pub object: Option<String>,
+    /// The statement (idempotent).
+    pub sql: String,
+}
+
+impl Ddl {
+    /// `sql`, skipped when `object` exists.
+    pub(crate) fn table(object: impl Into<String>, sql: String) -> Self {
+        Ddl {
+            object: Some(object.into()),
+            sql,
+        }
+    }
+}
+
+/// MySQL for_update: the sequence an earlier version drew tokens from (MariaDB), to start the
+/// token table above every token it issued.
+#[derive(Debug, Clone)]
+pub(crate) struct OldSequence {
+    /// The sequence's name.
+    pub name: String,
+    /// Whether a sequence of that name exists in the current database (one bound name, returns
+    /// a count; MySQL has no sequences, so there it is always 0).
+    pub exists: &'static str,
+    /// Draws a value above every token the sequence issued.
+    pub next: String,
+}
+
+/// What a client runs when it connects: session settings and the schema.
+#[derive(Debug, Clone)]
+pub(crate) struct ClientStatements {
+    /// Run, in order, on every new pooled connection.
+    pub session: &'static [&'static str],
+    /// Serializes concurrent schema creators for the creating transaction (PostgreSQL's
+    /// transaction-scoped advisory lock); `None` where "already exists" races are enough.
+    pub schema_lock: Option<&'static str>,
+    /// Whether a table or sequence exists (one bound name, returns a count); `None` where every
+    /// schema statement always runs.
+    pub object_exists: Option<&'static str>,
+    /// Schema creation, run in order at connect (only the missing objects). The MySQL
+    /// for_update token table's text holds `{floor}`, replaced by its first token.
+    pub schema: Vec<Ddl>,
+    /// See [`OldSequence`]; `None` outside MySQL for_update.
+    pub old_sequence: Option<OldSequence>,
+}
+
+/// Row mode: a row per held lock. Binding orders are the same in every dialect:
+/// `acquire(name, owner, ttl_ms)`, `bump(name)`, `lookup(name)`, `renew(ttl_ms, name, owner)`,
+/// `release(name, owner)`.
+#[derive(Debug, Clone)]
+pub(crate) struct RowStatements {
+    /// Take the lock if the row is absent or expired. Where `bump` is `None` it returns the
+    /// fencing token (no row: the lock is held); otherwise it reports a win as
+    /// `LAST_INSERT_ID() = 1` and `bump` draws the token.
+    /// Invariant: a token is drawn only after the lock row is won, from a counter that
+    /// survives the row's deletion, so tokens strictly increase in acquisition order.
+    pub acquire: String,
+    /// MySQL: draw the next token for a name we just won (`LAST_INSERT_ID`).
+    pub bump: Option<String>,
+    /// The holder's owner, token and milliseconds left on its lease, if a row exists.
+    pub lookup: String,
+    /// Extend the lease only if we still own it and it has not expired.
+    pub renew: String,
+    /// Delete only our own row. PostgreSQL also `pg_notify`s waiters in the same statement
+    /// and returns the number of rows deleted.
+    pub release: String,
+    /// PostgreSQL: the channel `release` notifies (the lock name is the payload).
+    pub notify_channel: Option<String>,
+}
+
+/// for_update mode: a row per name, locked by a transaction held open for the guard's life.
+/// Every statement binds only the lock name.
+#[derive(Debug, Clone)]
+pub(crate) struct ForUpdateStatements {
+    /// Bounds, for the lock transaction about to run, how long the database keeps it when its
+    /// holder goes silent (`idle`) and how long a statement waits for a row lock
+    /// (`lock_wait`), in the dialect's units (PostgreSQL milliseconds, 0 = forever; MySQL
+    /// seconds, at least 1). Run first in every lock transaction.
+    pub bounds: fn(idle: u64, lock_wait: u64) -> String,
+    /// Create the row for a name on first use, in the lock transaction (then committed), so
+    /// its lock wait is the transaction's bounded one.
+    pub ensure_row: String,
+    /// Lock the row, waiting in the database's lock queue (bounded by `bounds`). Where
+    /// `draw_token` is `None` it draws the fencing token in the same statement; otherwise it
+    /// returns the name and `draw_token` draws it.
+    pub lock_row: String,
+    /// The same without waiting (`NOWAIT`).
+    pub try_lock_row: String,
+    /// Whether the name's row is locked by someone (for `inspect`); fails when it is.
+    pub peek_row: String,
+    /// MySQL: the next token, drawn in the lock transaction after the row lock is held.
+    /// Invariant: an `AUTO_INCREMENT` value is never handed out twice, even when the
+    /// transaction that drew it rolls back (a holder whose connection died), and the counter
+    /// persists across restarts (MySQL ≥ 8.0, MariaDB ≥ 10.2.4); `REPLACE` keeps one row per
+    /// name, holding that name's latest token.
+    pub draw_token: Option<String>,
+    /// The guard's liveness check on its open transaction (also resets the idle bound).
+    pub ping: &'static str,
+}

@@ -1,0 +1,60 @@
+//! SQLite's statements: row mode only (SQLite has no `SELECT … FOR UPDATE`), with one token
+//! counter for the table kept by triggers.
+
+use super::sets::{ClientStatements, Ddl, RowStatements};
+
+/// Epoch milliseconds by the database clock.
+const NOW_MS: &str = "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)";
+
+/// Run on every new connection. WAL lets readers and one writer share the file across
+/// processes; the busy timeout makes writers queue instead of failing; `synchronous = FULL`
+/// syncs the WAL at every commit, so a power loss cannot roll back a handed-out fencing token
+/// (`NORMAL` in WAL mode may lose the last commits, and with them the counter's advance).
+const SESSION: &[&str] = &[
+    "PRAGMA journal_mode = WAL",
+    "PRAGMA busy_timeout = 10000",
+    "PRAGMA synchronous = FULL",
+];
+
+pub(crate) fn client(t: &str) -> ClientStatements {
+    let schema = [
+        format!("CREATE TABLE IF NOT EXISTS {t} (name TEXT PRIMARY KEY NOT NULL, owner TEXT NOT NULL, fence INTEGER NOT NULL, expires_at INTEGER NOT NULL)"),
+        format!("CREATE TABLE IF NOT EXISTS {t}_fence (id INTEGER PRIMARY KEY CHECK (id = 1), value INTEGER NOT NULL)"),
+        format!("INSERT OR IGNORE INTO {t}_fence (id, value) VALUES (1, 0)"),
+        // The counter follows every token handed out, so tokens survive row deletion.
+        format!("CREATE TRIGGER IF NOT EXISTS {t}_fence_ins AFTER INSERT ON {t} BEGIN UPDATE {t}_fence SET value = NEW.fence WHERE id = 1 AND value < NEW.fence; END"),
+        format!("CREATE TRIGGER IF NOT EXISTS {t}_fence_upd AFTER UPDATE OF fence ON {t} BEGIN UPDATE {t}_fence SET value = NEW.fence WHERE id = 1 AND value < NEW.fence; END"),
+    ]
+    .into_iter()
+    .map(|sql| Ddl { object: None, sql })
+    .collect();
+    ClientStatements {
+        session: SESSION,
+        schema_lock: None,
+        object_exists: None,
+        schema,
+        old_sequence: None,
+    }
+}
+
+pub(crate) fn row(t: &str) -> RowStatements {
+    let now = NOW_MS;
+    RowStatements {
+        // SQLite serializes writers, so the counter read in VALUES cannot race; a takeover
+        // gets `max(counter + 1, old + 1)`.
+        acquire: format!(
+            "INSERT INTO {t} (name, owner, fence, expires_at) VALUES (?1, ?2, (SELECT value + 1 FROM {t}_fence WHERE id = 1), {now} + ?3) \
+             ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, fence = MAX(excluded.fence, {t}.fence + 1), expires_at = excluded.expires_at \
+             WHERE {t}.expires_at <= {now} RETURNING fence"
+        ),
+        bump: None,
+        lookup: format!(
+            "SELECT owner, fence, expires_at - {now} AS left_ms FROM {t} WHERE name = ?1"
+        ),
+        renew: format!(
+            "UPDATE {t} SET expires_at = {now} + ?1 WHERE name = ?2 AND owner = ?3 AND expires_at > {now}"
+        ),
+        release: format!("DELETE FROM {t} WHERE name = ?1 AND owner = ?2"),
+        notify_channel: None,
+    }
+}
