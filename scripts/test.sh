@@ -10,5 +10,14 @@ scripts/services.sh up
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --all-features -- -D warnings
 
+# Structure: no two modules of a crate import each other; the library builds without the CLI
+# and pulls in neither clap nor nix then (README: "Add it to your project").
+python3 scripts/module_cycles.py
+cargo check -q -p distlock --no-default-features --features sqlite
+if cargo tree -p distlock --no-default-features -e normal --prefix none | grep -Eq '^(clap|nix) '; then
+    echo "distlock without default features depends on clap or nix" >&2
+    exit 1
+fi
+
 # Every crate's unit, conformance, fault and process tests on the real servers.
 cargo test --workspace --all-features -- --test-threads="${DISTLOCK_TEST_THREADS:-4}"

@@ -7,7 +7,10 @@
 //! key shapes `{x}:fence`, ZooKeeper contender-looking children `x/lock-0`, nested paths, case,
 //! trailing-space and accent variants, names at the 256-byte limit). The operations are
 //! `acquire` with a zero or a short wait, `try_acquire`, `release`, `extend` to a longer and a
-//! shorter lease, dropping a guard, and cancelling a waiting `acquire` mid-flight.
+//! shorter lease, dropping a guard, cancelling a waiting `acquire` mid-flight, crashing a
+//! client that holds a lock (the harness's crashable client: connections cut, nothing
+//! released; the reference abandons its guard), and holding a 1 s lease without renewal past
+//! its end.
 //!
 //! Compared exactly: who gets which name (`Some` vs `None`, a guard vs `Timeout`), `release` and
 //! `extend` results. Compared as the contract allows: a dropped guard and a cancelled acquire
@@ -15,8 +18,11 @@
 //! each side before going on. Checked besides: fencing tokens strictly increase per name, and
 //! nothing is left in the store after the sequence.
 //!
-//! Not generated yet (named so nobody assumes otherwise): crashing a client and waiting past
-//! a short lease, whose outcomes differ between lease-bound and session-bound stores by design.
+//! Compared as the contract allows for the last two, whose outcomes differ between lease-bound
+//! and session-bound stores by design: after a crash the name must be free again within the
+//! harness's crash bound on both sides; past an unrenewed lease, a lease-bound store must
+//! report the guard lost and the name free (as the reference does), while a session- or
+//! connection-bound store ([`crate::Capabilities::lease`] false) must still hold it, unlost.
 //!
 //! A failing sequence is shrunk by `proptest` to a minimal one and reported with the seed that
 //! replays it: `DISTLOCK_DIFF_SEED=<seed> DISTLOCK_DIFF_CASES=<n>` (see `scripts/differential.sh`).
@@ -35,12 +41,16 @@ use super::{unique_name, Harness};
 use crate::memory::MemoryStore;
 use crate::{AcquireOptions, DistributedLock, LockError, LockGuard};
 
+type CrashFn = Box<dyn FnOnce() -> futures::future::BoxFuture<'static, ()> + Send>;
+
 const CLIENTS: usize = 3;
 const NAMES: usize = 4;
 /// The short wait of `Acquire { short_wait: true }`.
 const SHORT_WAIT: Duration = Duration::from_millis(150);
 /// The longest the harness waits for a background release to show.
 const SETTLE: Duration = Duration::from_secs(5);
+/// The lease of `Crash` and `PastLease` acquisitions.
+const SHORT_LEASE: Duration = Duration::from_secs(1);
 
 /// Name shapes; `B` stands for the case's unique base name.
 const SHAPES: &[&str] = &[
@@ -104,6 +114,19 @@ pub enum Op {
         /// Which held guard.
         slot: usize,
     },
+    /// A fresh crashable client takes `name` (zero wait, [`SHORT_LEASE`]) and crashes.
+    Crash {
+        /// Which name.
+        name: usize,
+    },
+    /// `client` takes `name` on an unrenewed [`SHORT_LEASE`] (zero wait) and holds it past the
+    /// lease's end.
+    PastLease {
+        /// Which client.
+        client: usize,
+        /// Which name.
+        name: usize,
+    },
     /// Start an `acquire` that waits forever and cancel it after `after_ms`.
     CancelAcquire {
         /// Which client.
@@ -125,6 +148,8 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (0..8usize).prop_map(|slot| Op::Release { slot }),
         1 => (0..8usize, any::<bool>()).prop_map(|(slot, longer)| Op::Extend { slot, longer }),
         1 => (0..8usize).prop_map(|slot| Op::Drop { slot }),
+        1 => n.clone().prop_map(|name| Op::Crash { name }),
+        1 => (c.clone(), n.clone()).prop_map(|(client, name)| Op::PastLease { client, name }),
         1 => (c, n, 0..60u64).prop_map(|(client, name, after_ms)| Op::CancelAcquire {
             client,
             name,
@@ -161,6 +186,10 @@ enum Outcome {
     NotHeld,
     NoGuard,
     Invalid,
+    /// Past its unrenewed lease the guard was lost and the name free.
+    Expired,
+    /// Past its unrenewed lease the guard still held the name (session-bound stores).
+    StillHeld,
     Error(String),
 }
 
@@ -173,15 +202,25 @@ fn classify(e: &LockError) -> Outcome {
     }
 }
 
+/// Where a side gets a client it can crash: the harness (the store under test) or the
+/// reference store (whose "crash" is an abandoned guard).
+enum Crasher<'a> {
+    Harness(&'a dyn Harness),
+    Reference(MemoryStore),
+}
+
 /// One side of the comparison: clients of one store and the guards they hold.
-struct Side {
+struct Side<'a> {
+    crasher: Crasher<'a>,
+    /// The store frees an unrenewed lease at its end (false: session/connection-bound).
+    leased: bool,
     clients: Vec<Arc<dyn DistributedLock>>,
     held: Vec<(usize, LockGuard)>,
     tokens: HashMap<usize, u64>,
     label: String,
 }
 
-impl Side {
+impl Side<'_> {
     /// Checks that `token` is above every earlier token of name `#name`, and remembers it.
     fn note_token(&mut self, name: usize, token: u64) -> Result<(), String> {
         if let Some(prev) = self.tokens.get(&name) {
@@ -205,10 +244,20 @@ impl Side {
     /// Waits until `client` can take `name` again (a background release finished), then
     /// gives it back; `Err` if it stayed taken for [`SETTLE`].
     async fn settle(&mut self, client: usize, name: &str, idx: usize) -> Result<(), String> {
+        self.settle_within(client, name, idx, SETTLE).await
+    }
+
+    async fn settle_within(
+        &mut self,
+        client: usize,
+        name: &str,
+        idx: usize,
+        within: Duration,
+    ) -> Result<(), String> {
         if self.held.iter().any(|(n, _)| *n == idx) {
             return Ok(());
         }
-        let until = Instant::now() + SETTLE;
+        let until = Instant::now() + within;
         let mut delay = Duration::from_millis(5);
         loop {
             match self.clients[client]
@@ -228,7 +277,7 @@ impl Side {
                 }
                 Ok(None) => {
                     return Err(format!(
-                        "{}: {name:?} still taken {SETTLE:?} after a background release",
+                        "{}: {name:?} still taken {within:?} after a background release or crash",
                         self.label
                     ))
                 }
@@ -286,6 +335,8 @@ impl Side {
                 self.settle(0, &names[name], name).await?;
                 Ok(Outcome::Free)
             }
+            Op::Crash { name } => self.crash(&names[name], name).await,
+            Op::PastLease { client, name } => self.past_lease(client, &names[name], name).await,
             Op::CancelAcquire {
                 client,
                 name,
@@ -307,6 +358,88 @@ impl Side {
                 Ok(Outcome::Free)
             }
         }
+    }
+
+    /// `Op::Crash`: take `name` from a fresh client, crash it, and wait (bounded) until the
+    /// store frees the name on its own.
+    async fn crash(&mut self, name: &str, idx: usize) -> Result<Outcome, String> {
+        let o = AcquireOptions::new().wait(Duration::ZERO).ttl(SHORT_LEASE);
+        let (lock, crash, bound): (_, Option<CrashFn>, _) = match &self.crasher {
+            Crasher::Harness(h) => {
+                let c = h.crashable_client().await;
+                (c.lock, Some(c.crash), h.crash_release_bound(SHORT_LEASE))
+            }
+            Crasher::Reference(store) => (
+                store.client() as Arc<dyn DistributedLock>,
+                None,
+                SHORT_LEASE + Duration::from_secs(2),
+            ),
+        };
+        let g = match lock.acquire(name, &o).await {
+            Ok(g) => g,
+            Err(e) => return Ok(classify(&e)),
+        };
+        self.note_token(idx, g.fencing_token())?;
+        if let Some(crash) = crash {
+            crash().await;
+        }
+        g.abandon();
+        self.settle_within(0, name, idx, bound + Duration::from_secs(3))
+            .await?;
+        Ok(Outcome::Got)
+    }
+
+    /// `Op::PastLease`: hold `name` on an unrenewed short lease past its end; report whether
+    /// the guard was lost and the name free, then leave the name free.
+    async fn past_lease(
+        &mut self,
+        client: usize,
+        name: &str,
+        idx: usize,
+    ) -> Result<Outcome, String> {
+        let o = AcquireOptions::new()
+            .wait(Duration::ZERO)
+            .ttl(SHORT_LEASE)
+            .renew(false);
+        let g = match self.clients[client].acquire(name, &o).await {
+            Ok(g) => g,
+            Err(e) => return Ok(classify(&e)),
+        };
+        self.note_token(idx, g.fencing_token())?;
+        tokio::time::sleep(SHORT_LEASE + SHORT_LEASE / 2).await;
+        let other = (client + 1) % self.clients.len();
+        let taken = match self.clients[other]
+            .try_acquire(name, &AcquireOptions::new())
+            .await
+        {
+            Ok(t) => t,
+            Err(e) => return Err(format!("{}: probe past the lease: {e}", self.label)),
+        };
+        let outcome =
+            match (g.is_lost(), taken) {
+                (true, Some(g2)) => {
+                    self.note_token(idx, g2.fencing_token())?;
+                    g2.release()
+                        .await
+                        .map_err(|e| format!("{}: release after the lease: {e}", self.label))?;
+                    Outcome::Expired
+                }
+                (false, None) => Outcome::StillHeld,
+                // A session- or connection-bound store may report the lease's end while its
+                // session still holds the lock until the guard is released.
+                (true, None) if !self.leased => Outcome::StillHeld,
+                (lost, taken) => {
+                    return Err(format!(
+                    "{}: past an unrenewed {SHORT_LEASE:?} lease the guard is {} and the name {}",
+                    self.label,
+                    if lost { "lost" } else { "not lost (two holders)" },
+                    if taken.is_some() { "was taken by another client" } else { "still taken" },
+                ))
+                }
+            };
+        let _ = g.release().await;
+        self.settle(client, name, idx).await?;
+        Ok(outcome)
     }
 
     async fn release_all(&mut self) -> Result<(), String> {
@@ -341,6 +474,8 @@ async fn usable_names(lock: &dyn DistributedLock, case: &Case, base: &str) -> Ve
 async fn run_case(h: &dyn Harness, case: &Case) -> Result<(), String> {
     let base = unique_name("diff");
     let mut real = Side {
+        crasher: Crasher::Harness(h),
+        leased: true,
         clients: Vec::new(),
         held: Vec::new(),
         tokens: HashMap::new(),
@@ -350,8 +485,11 @@ async fn run_case(h: &dyn Harness, case: &Case) -> Result<(), String> {
         real.clients.push(h.client().await);
     }
     real.label = real.clients[0].backend_name().to_owned();
+    real.leased = real.clients[0].capabilities().lease;
     let store = MemoryStore::new();
     let mut reference = Side {
+        crasher: Crasher::Reference(store.clone()),
+        leased: true,
         clients: (0..CLIENTS)
             .map(|_| store.client() as Arc<dyn DistributedLock>)
             .collect(),
@@ -367,6 +505,13 @@ async fn run_case(h: &dyn Harness, case: &Case) -> Result<(), String> {
         let want = reference.step(op, &names).await;
         let got = real.step(op, &names).await;
         let (want, got) = match (want, got) {
+            // As the contract allows: a session-bound store may keep an unrenewed lock (or
+            // free it, if its own bound ended the session).
+            (Ok(Outcome::Expired), Ok(g @ (Outcome::StillHeld | Outcome::Expired)))
+                if !real.leased =>
+            {
+                (g.clone(), g)
+            }
             (Ok(w), Ok(g)) => (w, g),
             (Err(e), _) | (_, Err(e)) => {
                 outcome = Err(format!("step {i} {op:?}: {e}"));
@@ -379,7 +524,9 @@ async fn run_case(h: &dyn Harness, case: &Case) -> Result<(), String> {
                 match op {
                     Op::Acquire { name, .. }
                     | Op::TryAcquire { name, .. }
-                    | Op::CancelAcquire { name, .. } => names[*name].clone(),
+                    | Op::CancelAcquire { name, .. }
+                    | Op::Crash { name }
+                    | Op::PastLease { name, .. } => names[*name].clone(),
                     _ => "a held guard".into(),
                 },
                 real.label
