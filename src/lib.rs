@@ -28,6 +28,8 @@
 //! the options a caller leaves unset (see [`configured`]); everything else goes to the
 //! backend, which rejects parameters it does not know.
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 pub mod config;
 pub mod configured;
 pub mod registry;
@@ -45,10 +47,16 @@ pub use lock_core::{
 /// …). Their `Debug` never shows a password.
 pub mod configs {
     #[cfg(feature = "redis")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
     pub use lock_redis::{EvictionCheck, RedisConfig, RedisLock, Topology};
     #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+    #[cfg_attr(
+        docsrs,
+        doc(cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite")))
+    )]
     pub use lock_sql::{Dialect, Mode, SqlConfig, SqlLock};
     #[cfg(feature = "zookeeper")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "zookeeper")))]
     pub use lock_zk::{ZkConfig, ZkLock};
 }
 

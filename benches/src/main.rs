@@ -195,8 +195,26 @@ async fn run_target(
     Ok(())
 }
 
+/// The library's warnings (and more with `RUST_LOG`, e.g. `lock_redis=debug`) on stderr.
+fn init_logs() {
+    use tracing_subscriber::filter::{LevelFilter, Targets};
+    use tracing_subscriber::prelude::*;
+    let filter = match std::env::var("RUST_LOG") {
+        Ok(spec) if !spec.trim().is_empty() => spec.parse::<Targets>().unwrap_or_else(|e| {
+            eprintln!("benches: ignoring RUST_LOG={spec:?} ({e}); showing warnings");
+            Targets::new().with_default(LevelFilter::WARN)
+        }),
+        _ => Targets::new().with_default(LevelFilter::WARN),
+    };
+    let _ = tracing_subscriber::registry()
+        .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+        .with(filter)
+        .try_init();
+}
+
 #[tokio::main]
 async fn main() {
+    init_logs();
     let args = Args::parse();
     if let Some(Cmd::Worker { url, name, millis }) = &args.cmd {
         let run = async {
