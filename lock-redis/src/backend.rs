@@ -34,7 +34,7 @@ pub struct RedisLock {
 
 /// The topology's servers and rounds.
 enum Store {
-    Single(Single),
+    Single(Box<Single>),
     Redlock(Redlock),
 }
 
@@ -70,7 +70,7 @@ impl RedisLock {
             Topology::Redlock => format!("redlock-{}", cfg.nodes.len()),
         };
         let store = match cfg.topology {
-            Topology::Single => Store::Single(Single::connect(&cfg, &label).await?),
+            Topology::Single => Store::Single(Box::new(Single::connect(&cfg, &label).await?)),
             Topology::Redlock => Store::Redlock(Redlock::connect(&cfg, &label).await?),
         };
         let subscribers = store
@@ -113,7 +113,7 @@ impl LockBackend for RedisLock {
             .unwrap_or_else(owner_token);
         let (subs, try_only) = (&self.subscribers, how == Attempt::Try);
         match &self.store {
-            Store::Single(s) => acquire(s, subs, keys, token, name, opts, try_only).await,
+            Store::Single(s) => acquire(&**s, subs, keys, token, name, opts, try_only).await,
             Store::Redlock(r) => acquire(r, subs, keys, token, name, opts, try_only).await,
         }
     }
