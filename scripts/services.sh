@@ -4,6 +4,13 @@
 #   scripts/services.sh up|down|status [service…]   services: redis redlock zk zk-ensemble zk-netns postgres mysql
 #   scripts/services.sh stop-one NAME | start-one NAME | pid NAME   (NAME: redis-17003, zk-12282, …)
 #   scripts/services.sh netns-cut A B | netns-heal A B   (cut / heal zk-netns members A and B)
+#   (stop-one/start-one/pid also take zkns-N, a zk-netns member)
+#
+# DISTLOCK_SERVICES_SET=chaos selects a second, independent set of instances for the random
+# fault schedule (`scripts/chaos.sh --random --services chaos`), which kills and pauses its
+# stores: every port +1000 (Redis 17379/17380, Redlock 18001-18005, ZooKeeper 13181, ensemble
+# 13281-13283, PostgreSQL 16432, MariaDB 14306), data under ${DIR}-chaos, and its namespace
+# ensemble in dl-zkc1..3 on 10.231.1.0/24 (bridge dlbrc0). Unset (or `default`): the set below.
 #
 # Installs missing Debian packages, keeps every instance's data under
 # ${DISTLOCK_SERVICES_DIR:-/tmp/distlock-services}, binds 127.0.0.1 only, waits until each
@@ -22,9 +29,26 @@ ZK_ENSEMBLE_PORTS=(12281 12282 12283)
 PG_PORT=15432
 MYSQL_PORT=13306
 WAIT_SECS="${DISTLOCK_SERVICES_WAIT:-90}"
+# The zk-netns ensemble: namespaces $NETNS_PREFIX1..3 on $NETNS_NET.0/24, bridge $NETNS_BRIDGE.
+NETNS_NET=10.231.0
+NETNS_PREFIX=dl-zk
+NETNS_BRIDGE=dlbr0
+NETNS_VETH=dlz
 
 log() { echo "services: $*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
+
+case "${DISTLOCK_SERVICES_SET:-default}" in
+  default) ;;
+  chaos)
+    DIR="$DIR-chaos"
+    REDIS_PORT=17379; REDIS_REPLICA_PORT=17380
+    REDLOCK_PORTS=(18001 18002 18003 18004 18005)
+    ZK_PORT=13181; ZK_ENSEMBLE_PORTS=(13281 13282 13283)
+    PG_PORT=16432; MYSQL_PORT=14306
+    NETNS_NET=10.231.1; NETNS_PREFIX=dl-zkc; NETNS_BRIDGE=dlbrc0; NETNS_VETH=dlzc ;;
+  *) die "unknown DISTLOCK_SERVICES_SET '${DISTLOCK_SERVICES_SET}' (known: default, chaos)" ;;
+esac
 
 mkdir -p "$DIR"
 chmod 0755 "$DIR"
@@ -160,38 +184,38 @@ zk_stop() {
 
 # --- ZooKeeper in network namespaces -----------------------------------------------------------
 # A second 3-node ensemble whose members live in their own network namespaces (dl-zk1..3, on a
-# bridge dlbr0: members 10.231.0.1-3, this host 10.231.0.254), so one member can be cut from
+# bridge dlbr0: members 10.231.0.1-3, this host 10.231.0.254; the chaos set: dl-zkc1..3, dlbrc0,
+# 10.231.1.0/24), so one member can be cut from
 # another (a follower from its leader) while clients still reach it — a partition a TCP proxy
 # cannot fake. Only these namespaces' own addresses are used.
-NETNS_NET=10.231.0
 NETNS_N=(1 2 3)
 netns_ip() { echo "$NETNS_NET.$1"; }
 netns_net_up() { # returns non-zero where namespaces cannot be made (no root / CAP_NET_ADMIN)
   ensure_pkg ip iproute2
-  if ! ip link show dlbr0 >/dev/null 2>&1; then
-    ip link add dlbr0 type bridge 2>/dev/null || return 1
-    ip addr add "$NETNS_NET.254/24" dev dlbr0 || return 1
-    ip link set dlbr0 up || return 1
+  if ! ip link show "$NETNS_BRIDGE" >/dev/null 2>&1; then
+    ip link add "$NETNS_BRIDGE" type bridge 2>/dev/null || return 1
+    ip addr add "$NETNS_NET.254/24" dev "$NETNS_BRIDGE" || return 1
+    ip link set "$NETNS_BRIDGE" up || return 1
   fi
   local n
   for n in "${NETNS_N[@]}"; do
-    ip netns list | grep -qw "dl-zk$n" && continue
-    ip netns add "dl-zk$n" || return 1
-    ip link add "dlz$n" type veth peer name "dlz${n}p" || return 1
-    ip link set "dlz${n}p" netns "dl-zk$n" || return 1
-    ip netns exec "dl-zk$n" ip link set "dlz${n}p" name eth0 || return 1
-    ip netns exec "dl-zk$n" ip addr add "$(netns_ip "$n")/24" dev eth0 || return 1
-    ip netns exec "dl-zk$n" ip link set eth0 up || return 1
-    ip netns exec "dl-zk$n" ip link set lo up || return 1
-    ip link set "dlz$n" master dlbr0 || return 1
-    ip link set "dlz$n" up || return 1
+    ip netns list | grep -qw "$NETNS_PREFIX$n" && continue
+    ip netns add "$NETNS_PREFIX$n" || return 1
+    ip link add "$NETNS_VETH$n" type veth peer name "$NETNS_VETH${n}p" || return 1
+    ip link set "$NETNS_VETH${n}p" netns "$NETNS_PREFIX$n" || return 1
+    ip netns exec "$NETNS_PREFIX$n" ip link set "$NETNS_VETH${n}p" name eth0 || return 1
+    ip netns exec "$NETNS_PREFIX$n" ip addr add "$(netns_ip "$n")/24" dev eth0 || return 1
+    ip netns exec "$NETNS_PREFIX$n" ip link set eth0 up || return 1
+    ip netns exec "$NETNS_PREFIX$n" ip link set lo up || return 1
+    ip link set "$NETNS_VETH$n" master "$NETNS_BRIDGE" || return 1
+    ip link set "$NETNS_VETH$n" up || return 1
   done
 }
 NETNS_UNSUPPORTED="$DIR/netns-unsupported"
 netns_net_down() {
   local n
-  for n in "${NETNS_N[@]}"; do ip netns del "dl-zk$n" 2>/dev/null || true; done
-  ip link del dlbr0 2>/dev/null || true
+  for n in "${NETNS_N[@]}"; do ip netns del "$NETNS_PREFIX$n" 2>/dev/null || true; done
+  ip link del "$NETNS_BRIDGE" 2>/dev/null || true
 }
 zkns_dir() { echo "$DIR/zk-netns-$1"; }
 zkns_ok() { [ "$(tcp_say 2181 ruok "$(netns_ip "$1")" 2>/dev/null)" = "imok" ] && tcp_say 2181 srvr "$(netns_ip "$1")" 2>/dev/null | grep -q '^Mode: '; }
@@ -211,7 +235,7 @@ zkns_start() { # zkns_start N
   } >"$d/zoo.cfg"
   (
     cd "$d"
-    ip netns exec "dl-zk$n" setsid nohup java -Xmx256m -Dzookeeper.log.dir="$d/logs" \
+    ip netns exec "$NETNS_PREFIX$n" setsid nohup java -Xmx256m -Dzookeeper.log.dir="$d/logs" \
       -Dzookeeper.jmx.log4j.disable=true -cp "/etc/zookeeper/conf:/usr/share/java/zookeeper.jar" \
       org.apache.zookeeper.server.quorum.QuorumPeerMain "$d/zoo.cfg" >"$d/logs/zk.out" 2>&1 </dev/null &
     echo $! >"$d/zk.pid"
@@ -224,12 +248,12 @@ zkns_stop() {
 }
 # netns-cut A B / netns-heal A B: drop everything between members A and B (both directions).
 netns_cut() {
-  ip netns exec "dl-zk$1" ip route replace blackhole "$(netns_ip "$2")/32"
-  ip netns exec "dl-zk$2" ip route replace blackhole "$(netns_ip "$1")/32"
+  ip netns exec "$NETNS_PREFIX$1" ip route replace blackhole "$(netns_ip "$2")/32"
+  ip netns exec "$NETNS_PREFIX$2" ip route replace blackhole "$(netns_ip "$1")/32"
 }
 netns_heal() {
-  ip netns exec "dl-zk$1" ip route del blackhole "$(netns_ip "$2")/32" 2>/dev/null || true
-  ip netns exec "dl-zk$2" ip route del blackhole "$(netns_ip "$1")/32" 2>/dev/null || true
+  ip netns exec "$NETNS_PREFIX$1" ip route del blackhole "$(netns_ip "$2")/32" 2>/dev/null || true
+  ip netns exec "$NETNS_PREFIX$2" ip route del blackhole "$(netns_ip "$1")/32" 2>/dev/null || true
 }
 
 # --- PostgreSQL ------------------------------------------------------------------------------
@@ -380,9 +404,10 @@ one_instance() { # NAME -> "kind port"
   case $1 in
     redis-*) echo "redis ${1#redis-}" ;;
     zk-*) echo "zk ${1#zk-}" ;;
+    zkns-*) echo "zkns ${1#zkns-}" ;;
     postgres|postgres-*) echo "postgres $PG_PORT" ;;
     mysql|mysql-*) echo "mysql $MYSQL_PORT" ;;
-    *) die "unknown instance '$1' (e.g. redis-16379, redis-17003, zk-12181, zk-12282, postgres, mysql)" ;;
+    *) die "unknown instance '$1' (e.g. redis-16379, redis-17003, zk-12181, zk-12282, zkns-2, postgres, mysql)" ;;
   esac
 }
 
@@ -422,6 +447,9 @@ case $cmd in
         idx=""; i=1; for p in "${ZK_ENSEMBLE_PORTS[@]}"; do [ "$p" = "$port" ] && idx=$i; i=$((i + 1)); done
         zk_start "$port" $idx; zk_wait "$port" ;;
       pid:zk) pidof_file "$(zk_dir "$port")/zk.pid" ;;
+      stop-one:zkns) zkns_stop "$port" ;;
+      start-one:zkns) zkns_start "$port"; wait_until "zookeeper on $(netns_ip "$port")" "$(zkns_dir "$port")/logs/zk.out" zkns_ok "$port" ;;
+      pid:zkns) pidof_file "$(zkns_dir "$port")/zk.pid" ;;
       stop-one:postgres) pg_down ;;
       start-one:postgres) pg_up ;;
       pid:postgres) head -1 "$PG_DIR/data/postmaster.pid" 2>/dev/null || true ;;

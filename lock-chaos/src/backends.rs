@@ -1,8 +1,11 @@
 //! The backends under test, as rows of a table: a URL builder that can route through proxies.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use lock_core::{DistributedLock, LockError};
+
+use crate::services::ServiceSet;
 
 /// One backend and mode.
 #[derive(Clone, Debug)]
@@ -11,8 +14,8 @@ pub struct Target {
     pub label: &'static str,
     /// URL with `{hosts}` where the host list goes.
     pub template: String,
-    /// The real `host:port`s behind `{hosts}` (empty: no network, e.g. SQLite).
-    pub hosts: Vec<u16>,
+    /// The real store addresses behind `{hosts}` (empty: no network, e.g. SQLite).
+    pub hosts: Vec<SocketAddr>,
     /// Lease-based (`true`) or session/connection-bound.
     pub lease: bool,
 }
@@ -20,13 +23,27 @@ pub struct Target {
 impl Target {
     /// The URL with the real hosts.
     pub fn url(&self) -> String {
-        self.url_via(&self.hosts)
+        self.with_hosts(self.hosts.iter().map(ToString::to_string))
     }
 
     /// The URL with the given ports on 127.0.0.1 (proxies).
     pub fn url_via(&self, ports: &[u16]) -> String {
-        let hosts: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
-        self.template.replace("{hosts}", &hosts.join(","))
+        self.with_hosts(ports.iter().map(|p| format!("127.0.0.1:{p}")))
+    }
+
+    fn with_hosts(&self, hosts: impl Iterator<Item = String>) -> String {
+        self.template
+            .replace("{hosts}", &hosts.collect::<Vec<_>>().join(","))
+    }
+
+    /// The port of host `i`.
+    pub fn port(&self, i: usize) -> Option<u16> {
+        self.hosts.get(i).map(SocketAddr::port)
+    }
+
+    /// SQL (PostgreSQL or MySQL/MariaDB) over the network.
+    pub fn is_sql_server(&self) -> bool {
+        self.template.starts_with("postgres") || self.template.starts_with("mysql")
     }
 }
 
@@ -35,8 +52,20 @@ pub async fn connect(url: &str) -> Result<Arc<dyn DistributedLock>, LockError> {
     distlock::connect(url).await
 }
 
-/// Every backend `scripts/services.sh up` provides (plus SQLite in `dir`).
+fn local(set: ServiceSet, ports: &[u16]) -> Vec<SocketAddr> {
+    ports
+        .iter()
+        .map(|p| ([127, 0, 0, 1], set.port(*p)).into())
+        .collect()
+}
+
+/// Every backend `scripts/services.sh up` provides in the shared set (plus SQLite in `dir`).
 pub fn all(sqlite_dir: &str) -> Vec<Target> {
+    all_in(sqlite_dir, ServiceSet::Shared)
+}
+
+/// Every backend of `set` (plus SQLite in `dir`), the ensemble in namespaces excepted.
+pub fn all_in(sqlite_dir: &str, set: ServiceSet) -> Vec<Target> {
     vec![
         Target {
             label: "sqlite-row",
@@ -47,50 +76,60 @@ pub fn all(sqlite_dir: &str) -> Vec<Target> {
         Target {
             label: "postgres-row",
             template: "postgres://postgres@{hosts}/distlock?mode=row".into(),
-            hosts: vec![15432],
+            hosts: local(set, &[15432]),
             lease: true,
         },
         Target {
             label: "postgres-for_update",
             template: "postgres://postgres@{hosts}/distlock?mode=for_update".into(),
-            hosts: vec![15432],
+            hosts: local(set, &[15432]),
             lease: false,
         },
         Target {
             label: "mysql-row",
             template: "mysql://root@{hosts}/distlock?mode=row".into(),
-            hosts: vec![13306],
+            hosts: local(set, &[13306]),
             lease: true,
         },
         Target {
             label: "mysql-for_update",
             template: "mysql://root@{hosts}/distlock?mode=for_update".into(),
-            hosts: vec![13306],
+            hosts: local(set, &[13306]),
             lease: false,
         },
         Target {
             label: "redis",
             template: "redis://{hosts}".into(),
-            hosts: vec![16379],
+            hosts: local(set, &[16379]),
             lease: true,
         },
         Target {
             label: "redlock",
             template: "redlock://{hosts}?timeout=500ms".into(),
-            hosts: vec![17001, 17002, 17003, 17004, 17005],
+            hosts: local(set, &[17001, 17002, 17003, 17004, 17005]),
             lease: true,
         },
         Target {
             label: "zookeeper",
             template: "zk://{hosts}?session_timeout=2s".into(),
-            hosts: vec![12181],
+            hosts: local(set, &[12181]),
             lease: false,
         },
         Target {
             label: "zookeeper-ensemble",
             template: "zk://{hosts}?session_timeout=2s".into(),
-            hosts: vec![12281, 12282, 12283],
+            hosts: local(set, &[12281, 12282, 12283]),
             lease: false,
         },
     ]
+}
+
+/// The 3-node ensemble in network namespaces of `set` (`services.sh up zk-netns`, as root).
+pub fn zookeeper_netns(set: ServiceSet) -> Target {
+    Target {
+        label: "zookeeper-netns",
+        template: "zk://{hosts}?session_timeout=2s".into(),
+        hosts: (1..=3).map(|n| (set.netns_ip(n), 2181).into()).collect(),
+        lease: false,
+    }
 }

@@ -27,11 +27,17 @@ pub struct History(Arc<Mutex<Vec<Hold>>>);
 impl History {
     /// Records an acquisition; returns its index.
     pub fn acquired(&self, client: &str, token: u64) -> usize {
+        self.acquired_at(client, token, Instant::now())
+    }
+
+    /// Records an acquisition that happened at `at` (reported by a client process); returns
+    /// its index.
+    pub fn acquired_at(&self, client: &str, token: u64, at: Instant) -> usize {
         let mut h = self.0.lock().unwrap_or_else(|p| p.into_inner());
         h.push(Hold {
             client: client.to_owned(),
             token,
-            acquired_at: Instant::now(),
+            acquired_at: at,
             ended_at: None,
             lost: false,
         });
@@ -47,11 +53,12 @@ impl History {
         }
     }
 
-    /// Records that hold `i` ended at `at` (a frozen holder's own lease deadline, say).
+    /// Records that hold `i` ended at `at` (a frozen holder's own lease deadline, a killed
+    /// client's death, a client process's report), unless it is known to have ended earlier.
     pub fn ended_at(&self, i: usize, at: Instant, lost: bool) {
         let mut h = self.0.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(hold) = h.get_mut(i) {
-            hold.ended_at.get_or_insert(at);
+            hold.ended_at = Some(hold.ended_at.map_or(at, |e| e.min(at)));
             hold.lost |= lost;
         }
     }
@@ -78,17 +85,34 @@ impl History {
 
     /// Pairs of holds by different clients whose believed-valid intervals intersect.
     pub fn overlaps(&self) -> u64 {
-        let holds = self.holds();
+        self.overlaps_excusing(&[]).0
+    }
+
+    /// Overlapping pairs as `(unexcused, excused)`: a pair is excused when some window
+    /// `(from, to)` in `windows` separates the two acquisitions (the earlier before `to`, the
+    /// later after `from`) — a fault that ends locks without telling their holders (a store
+    /// restarted without persistence, a connection-bound lock's session killed by the server)
+    /// happened in between.
+    pub fn overlaps_excusing(&self, windows: &[(Instant, Instant)]) -> (u64, u64) {
+        let mut holds = self.holds();
+        holds.sort_by_key(|h| h.acquired_at);
         let end = |h: &Hold| h.ended_at.unwrap_or_else(Instant::now);
-        let mut n = 0;
+        let (mut bad, mut excused) = (0, 0);
         for (i, a) in holds.iter().enumerate() {
             for b in &holds[i + 1..] {
                 if a.client != b.client && a.acquired_at < end(b) && b.acquired_at < end(a) {
-                    n += 1;
+                    if windows
+                        .iter()
+                        .any(|(from, to)| a.acquired_at < *to && b.acquired_at > *from)
+                    {
+                        excused += 1;
+                    } else {
+                        bad += 1;
+                    }
                 }
             }
         }
-        n
+        (bad, excused)
     }
 }
 
@@ -113,5 +137,28 @@ mod tests {
         let b = h2.acquired("b", 2);
         h2.ended(b, false);
         assert_eq!(h2.overlaps(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_window_between_acquisitions_excuses_an_overlap() {
+        let ms = std::time::Duration::from_millis;
+        let h = History::default();
+        let a = h.acquired("a", 1);
+        tokio::time::sleep(ms(10)).await;
+        let (from, to) = (Instant::now(), Instant::now() + ms(5));
+        tokio::time::sleep(ms(10)).await;
+        let b = h.acquired("b", 2);
+        tokio::time::sleep(ms(10)).await;
+        h.ended(a, false);
+        h.ended(b, false);
+        assert_eq!(h.overlaps_excusing(&[(from, to)]), (0, 1));
+        // A window after both acquisitions excuses nothing.
+        let later = Instant::now();
+        assert_eq!(h.overlaps_excusing(&[(later, later)]), (1, 0));
+        // A client's report of an earlier end wins over a later one.
+        let c = h.acquired_at("c", 3, later + ms(100));
+        h.ended_at(c, later + ms(300), false);
+        h.ended_at(c, later + ms(200), true);
+        assert_eq!(h.holds()[c].ended_at, Some(later + ms(200)));
     }
 }

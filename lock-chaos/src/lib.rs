@@ -13,5 +13,6 @@ pub mod nemesis;
 pub mod outcome;
 pub mod report;
 pub mod scenarios;
+pub mod services;
 pub mod store_faults;
 pub mod takeover;

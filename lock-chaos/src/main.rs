@@ -1,17 +1,24 @@
 //! `lock-chaos`: runs the fault scenarios and writes `target/chaos-report/report.md`.
 
 use clap::{Parser, Subcommand};
+use lock_chaos::services::ServiceSet;
 use lock_chaos::{backends, nemesis, report, scenarios, store_faults};
 
 #[derive(Parser)]
 #[command(about = "distlock fault scenarios")]
 struct Args {
-    /// PostgreSQL database for the fenced resource.
-    #[arg(long, default_value = "postgres://postgres@127.0.0.1:15432/distlock")]
-    pg: String,
-    /// Only these backends (labels); default all.
+    /// PostgreSQL database for the fenced resource (default: database `distlock` of the
+    /// service set's PostgreSQL; with --random, `distlock_chaos`, created if missing).
+    #[arg(long)]
+    pg: Option<String>,
+    /// Only these backends (labels; `all`: every one); default all.
     #[arg(long = "backend")]
     backends: Vec<String>,
+    /// The service set the stores run on: `default` (shared with the tests; the nemesis draws
+    /// client faults only) or `chaos` (`DISTLOCK_SERVICES_SET=chaos scripts/services.sh up`;
+    /// the nemesis also pauses, kills and restarts its stores). Default: $DISTLOCK_SERVICES_SET.
+    #[arg(long)]
+    services: Option<String>,
     /// Where the report goes.
     #[arg(long, default_value = "target/chaos-report")]
     out: std::path::PathBuf,
@@ -45,34 +52,99 @@ enum Cmd {
         #[arg(long)]
         resource: String,
     },
+    /// (internal) a contending client process of the nemesis.
+    #[command(hide = true)]
+    NemesisClient {
+        #[arg(long)]
+        url: String,
+        #[arg(long)]
+        pg: String,
+        #[arg(long, value_delimiter = ',')]
+        names: Vec<String>,
+        #[arg(long, value_delimiter = ',')]
+        resources: Vec<String>,
+        #[arg(long)]
+        who: String,
+        #[arg(long)]
+        seed: u64,
+    },
 }
 
 #[tokio::main]
 async fn main() {
-    let args = Args::parse();
-    if let Some(Cmd::Holder {
-        url,
-        name,
-        pg,
-        resource,
-    }) = &args.cmd
-    {
-        if let Err(e) = scenarios::holder(url, name, pg, resource).await {
-            println!("ERROR {e}");
-            std::process::exit(1);
+    let mut args = Args::parse();
+    match &args.cmd {
+        Some(Cmd::Holder {
+            url,
+            name,
+            pg,
+            resource,
+        }) => {
+            if let Err(e) = scenarios::holder(url, name, pg, resource).await {
+                println!("ERROR {e}");
+                std::process::exit(1);
+            }
+            return;
         }
-        return;
+        Some(Cmd::NemesisClient {
+            url,
+            pg,
+            names,
+            resources,
+            who,
+            seed,
+        }) => {
+            let r = nemesis::child_main(
+                url,
+                pg,
+                names.clone(),
+                resources.clone(),
+                who.clone(),
+                *seed,
+            )
+            .await;
+            if let Err(e) = r {
+                eprintln!("nemesis client {who}: {e}");
+                std::process::exit(1);
+            }
+            return;
+        }
+        None => {}
     }
+    let set = match args
+        .services
+        .as_deref()
+        .map_or_else(ServiceSet::from_env, ServiceSet::parse)
+    {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(64);
+        }
+    };
+    // The scripted store faults go through services.sh on this set.
+    ServiceSet::select(set);
+    args.backends.retain(|b| b != "all");
     let exe = std::env::current_exe().unwrap_or_default();
     let dir = std::env::temp_dir().join(format!("distlock-chaos-{}", std::process::id()));
     let _ = std::fs::create_dir_all(&dir);
-    let targets: Vec<_> = backends::all(&dir.display().to_string())
-        .into_iter()
-        .filter(|t| args.backends.is_empty() || args.backends.iter().any(|b| b == t.label))
-        .collect();
+    let mut targets: Vec<_> = backends::all_in(&dir.display().to_string(), set);
     if args.random {
-        std::process::exit(random_runs(&args, &targets).await);
+        targets.push(backends::zookeeper_netns(set));
     }
+    targets.retain(|t| args.backends.is_empty() || args.backends.iter().any(|b| b == t.label));
+    if args.random {
+        let pg = args
+            .pg
+            .clone()
+            .unwrap_or_else(|| set.postgres_url("distlock_chaos"));
+        std::process::exit(random_runs(&args, &targets, set, &pg, &exe).await);
+    }
+    let pg_url = args
+        .pg
+        .clone()
+        .unwrap_or_else(|| set.postgres_url("distlock"));
+    let pg = pg_url.as_str();
     let (mut rows, mut failures) = (Vec::new(), Vec::new());
     for t in &targets {
         eprintln!("chaos: {}", t.label);
@@ -80,27 +152,21 @@ async fn main() {
             Ok(o) => rows.push(o),
             Err(e) => failures.push(format!("{what} on {}: {e}", t.label)),
         };
-        push(
-            scenarios::paused_holder(t, &args.pg, &exe).await,
-            "paused holder",
-        );
-        push(
-            scenarios::client_killed(t, &args.pg, &exe).await,
-            "client killed",
-        );
+        push(scenarios::paused_holder(t, pg, &exe).await, "paused holder");
+        push(scenarios::client_killed(t, pg, &exe).await, "client killed");
         if t.hosts.is_empty() {
             continue;
         }
         push(
-            repeat(args.repeat, || scenarios::partition(t, &args.pg)).await,
+            repeat(args.repeat, || scenarios::partition(t, pg)).await,
             "partition",
         );
-        push(scenarios::latency(t, &args.pg).await, "latency");
+        push(scenarios::latency(t, pg).await, "latency");
         let sql = t.template.starts_with("postgres") || t.template.starts_with("mysql");
         if sql {
             push(
                 repeat(args.repeat, || {
-                    store_faults::server_killed_connection(t, &args.pg)
+                    store_faults::server_killed_connection(t, pg)
                 })
                 .await,
                 "server-side kill",
@@ -108,31 +174,25 @@ async fn main() {
         }
         if t.template.starts_with("mysql") {
             push(
-                store_faults::database_restarted(t, &args.pg).await,
+                store_faults::database_restarted(t, pg).await,
                 "database restarted",
             );
         }
         if ["redis", "redlock", "zookeeper-ensemble"].contains(&t.label) {
-            push(
-                store_faults::store_paused(t, &args.pg).await,
-                "store paused",
-            );
+            push(store_faults::store_paused(t, pg).await, "store paused");
         }
         if t.label == "zookeeper-ensemble" {
-            push(
-                store_faults::zk_leader_killed(t, &args.pg).await,
-                "leader killed",
-            );
+            push(store_faults::zk_leader_killed(t, pg).await, "leader killed");
         }
         if t.label == "redlock" {
             push(
-                store_faults::redlock_master_restarted(t, &args.pg).await,
+                store_faults::redlock_master_restarted(t, pg).await,
                 "master restarted",
             );
         }
     }
     if args.backends.is_empty() || args.backends.iter().any(|b| b == "zookeeper-netns") {
-        match repeat(args.repeat, || store_faults::zk_follower_cut(&args.pg)).await {
+        match repeat(args.repeat, || store_faults::zk_follower_cut(pg)).await {
             Ok(o) => rows.push(o),
             Err(e) if e.starts_with(store_faults::UNSUPPORTED) => {
                 eprintln!("NOT RUN: follower cut: {e}");
@@ -141,7 +201,7 @@ async fn main() {
         }
     }
     if args.backends.is_empty() || args.backends.iter().any(|b| b == "redis") {
-        match scenarios::redis_restarted(&args.pg).await {
+        match scenarios::redis_restarted(pg).await {
             Ok(o) => rows.push(o),
             Err(e) => failures.push(format!("redis restart: {e}")),
         }
@@ -159,8 +219,15 @@ async fn main() {
     }
 }
 
-/// The nemesis on every chosen backend; writes `random-<seed>.md`; the exit code.
-async fn random_runs(args: &Args, targets: &[backends::Target]) -> i32 {
+/// The nemesis on every chosen backend, one after another; writes `random-<seed>.md`; the exit
+/// code. The ensemble in namespaces is skipped (and said so) where it cannot run.
+async fn random_runs(
+    args: &Args,
+    targets: &[backends::Target],
+    set: ServiceSet,
+    pg: &str,
+    exe: &std::path::Path,
+) -> i32 {
     let seed = args.seed.unwrap_or_else(rand::random);
     let minutes = if args.minutes.is_finite() && args.minutes > 0.0 {
         args.minutes.min(24.0 * 60.0)
@@ -169,16 +236,45 @@ async fn random_runs(args: &Args, targets: &[backends::Target]) -> i32 {
         return 64;
     };
     let duration = std::time::Duration::from_secs_f64(minutes * 60.0);
+    let opts = nemesis::RunOptions {
+        seed,
+        duration,
+        services: set,
+        exe: Some(exe.to_path_buf()),
+    };
     let mut md = String::new();
     let mut bad = 0;
+    let _ = std::fs::create_dir_all(&args.out);
     for t in targets {
-        eprintln!("nemesis: {} for {duration:?}, seed {seed}", t.label);
-        match nemesis::run(t, &args.pg, seed, duration).await {
+        if t.label == "zookeeper-netns" {
+            if let Err(e) = set.run(&["status", "zk-netns"]) {
+                eprintln!("NOT RUN: nemesis on zookeeper-netns: {e}");
+                md.push_str(&format!("# zookeeper-netns: not run: {e}\n\n"));
+                continue;
+            }
+        }
+        eprintln!(
+            "nemesis: {} for {duration:?}, seed {seed}, services {}",
+            t.label,
+            set.name()
+        );
+        match nemesis::run(t, pg, &opts).await {
             Ok(r) => {
                 for v in r.violations() {
                     eprintln!("VIOLATION on {} (seed {seed}): {v}", t.label);
                     bad += 1;
                 }
+                eprintln!(
+                    "nemesis: {} done: {} holds, {} faults applied ({}), {} violations",
+                    t.label,
+                    r.acquisitions,
+                    r.applied
+                        .iter()
+                        .filter(|a| a.status == nemesis::Status::Done)
+                        .count(),
+                    r.applied_summary(),
+                    r.violations().len()
+                );
                 md.push_str(&r.markdown());
                 md.push('\n');
             }
@@ -188,9 +284,9 @@ async fn random_runs(args: &Args, targets: &[backends::Target]) -> i32 {
                 bad += 1;
             }
         }
+        // Written after every backend, so a long run can be read while it goes on.
+        let _ = std::fs::write(args.out.join(format!("random-{seed}.md")), &md);
     }
-    let _ = std::fs::create_dir_all(&args.out);
-    let _ = std::fs::write(args.out.join(format!("random-{seed}.md")), &md);
     println!("{md}");
     i32::from(bad > 0)
 }

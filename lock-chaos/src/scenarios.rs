@@ -65,7 +65,7 @@ async fn spawn_holder(
 /// holder resumes (SIGCONT) and writes with its old token: fencing must reject that write.
 pub async fn paused_holder(t: &Target, pg: &str, exe: &std::path::Path) -> Result<Outcome, String> {
     let res = resource(pg, "paused", t).await?;
-    let name = format!("chaos-paused-{}", &lock_core::owner_token()[..8]);
+    let name = format!("chaos-paused-{}", &lock_core::backend::owner_token()[..8]);
     let (mut child, mut out, child_token) = spawn_holder(t, &name, pg, &res, exe).await?;
     let mut stdin = child.stdin.take().ok_or("no stdin")?;
     let pid = Pid::from_raw(child.id().ok_or("no pid")? as i32);
@@ -139,7 +139,10 @@ pub async fn partition(t: &Target, pg: &str) -> Result<Outcome, String> {
         .map_err(|e| e.to_string())?;
     let other = connect(&t.url()).await.map_err(|e| e.to_string())?;
     let res = resource(pg, "partition", t).await?;
-    let name = format!("chaos-partition-{}", &lock_core::owner_token()[..8]);
+    let name = format!(
+        "chaos-partition-{}",
+        &lock_core::backend::owner_token()[..8]
+    );
     let history = History::default();
     let g = holder
         .acquire(&name, &opts())
@@ -191,7 +194,7 @@ pub async fn latency(t: &Target, pg: &str) -> Result<Outcome, String> {
         (connect(&t.url()).await.map_err(|e| e.to_string())?, "fast"),
     ];
     let res = resource(pg, "latency", t).await?;
-    let name = format!("chaos-latency-{}", &lock_core::owner_token()[..8]);
+    let name = format!("chaos-latency-{}", &lock_core::backend::owner_token()[..8]);
     let history = History::default();
     let end = Instant::now() + Duration::from_secs(3);
     let mut tasks = Vec::new();
@@ -234,7 +237,7 @@ pub async fn latency(t: &Target, pg: &str) -> Result<Outcome, String> {
 /// The holder process is killed with SIGKILL; the next holder gets a greater token.
 pub async fn client_killed(t: &Target, pg: &str, exe: &std::path::Path) -> Result<Outcome, String> {
     let res = resource(pg, "killed", t).await?;
-    let name = format!("chaos-killed-{}", &lock_core::owner_token()[..8]);
+    let name = format!("chaos-killed-{}", &lock_core::backend::owner_token()[..8]);
     let (mut child, _out, child_token) = spawn_holder(t, &name, pg, &res, exe).await?;
     child.start_kill().map_err(|e| e.to_string())?;
     let killed = Instant::now();
@@ -305,7 +308,7 @@ pub async fn redis_restarted(pg: &str) -> Result<Outcome, String> {
     let a = connect(&url).await.map_err(|e| e.to_string())?;
     let res = FencedResource::create(
         pg,
-        &format!("restart-redis-{}", &lock_core::owner_token()[..6]),
+        &format!("restart-redis-{}", &lock_core::backend::owner_token()[..6]),
     )
     .await?;
     let name = "chaos-restart";

@@ -3,7 +3,6 @@
 //! `KILL`). Processes are driven through `scripts/services.sh stop-one/start-one`.
 
 use std::future::Future;
-use std::process::Command;
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,21 +15,12 @@ use tokio::time::Instant;
 use crate::backends::{connect, Target};
 use crate::history::History;
 use crate::outcome::Outcome;
+use crate::services::ServiceSet;
 use crate::takeover::{after_take_over, hold_writing, resource, take_over};
 
+/// `scripts/services.sh ARGS` on the set `DISTLOCK_SERVICES_SET` names (default: shared).
 fn services(args: &[&str]) -> Result<String, String> {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/services.sh");
-    let out = Command::new(script)
-        .args(args)
-        .output()
-        .map_err(|e| format!("{script}: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "services.sh {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    ServiceSet::from_env()?.run(args)
 }
 
 /// Restarts a stopped service when dropped, whatever the scenario did.
@@ -51,12 +41,7 @@ impl Restart {
 
 /// The port of the ensemble's current leader.
 fn zk_leader() -> Result<u16, String> {
-    services(&["status", "zk-ensemble"])?
-        .lines()
-        .find(|l| l.contains("(leader)"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|p| p.parse().ok())
-        .ok_or_else(|| "no ensemble leader; run `scripts/services.sh up`".to_owned())
+    ServiceSet::from_env()?.zk_leader()
 }
 
 /// Milliseconds from `from` to each instant.
@@ -81,7 +66,7 @@ where
     Fut: Future<Output = Result<String, String>>,
 {
     let res = resource(pg, scenario.split(' ').next().unwrap_or("store"), t).await?;
-    let name = format!("chaos-store-{}", &lock_core::owner_token()[..8]);
+    let name = format!("chaos-store-{}", &lock_core::backend::owner_token()[..8]);
     let history = History::default();
     let end = Instant::now() + run;
     let mut tasks = Vec::new();
@@ -168,7 +153,7 @@ pub async fn zk_leader_killed(t: &Target, pg: &str) -> Result<Outcome, String> {
 /// Redlock: one of five masters is SIGKILLed and restarted empty (no persistence) while two
 /// clients take turns. The other four still form quorums: no overlap.
 pub async fn redlock_master_restarted(t: &Target, pg: &str) -> Result<Outcome, String> {
-    let port = *t.hosts.get(2).ok_or("redlock needs five masters")?;
+    let port = t.port(2).ok_or("redlock needs five masters")?;
     contend_through(
         t,
         &t.url(),
@@ -188,7 +173,7 @@ pub async fn redlock_master_restarted(t: &Target, pg: &str) -> Result<Outcome, S
 }
 
 /// The server's sessions in database `distlock`, excluding the asking one.
-async fn sessions(admin: &AnyPool, mysql: bool) -> Result<Vec<i64>, String> {
+pub(crate) async fn sessions(admin: &AnyPool, mysql: bool) -> Result<Vec<i64>, String> {
     let q = if mysql {
         "SELECT CAST(ID AS SIGNED) FROM information_schema.PROCESSLIST WHERE DB = 'distlock' AND ID <> CONNECTION_ID()"
     } else {
@@ -203,7 +188,7 @@ async fn sessions(admin: &AnyPool, mysql: bool) -> Result<Vec<i64>, String> {
         .collect()
 }
 
-async fn kill_sessions(admin: &AnyPool, mysql: bool, ids: &[i64]) -> Result<(), String> {
+pub(crate) async fn kill_sessions(admin: &AnyPool, mysql: bool, ids: &[i64]) -> Result<(), String> {
     for id in ids {
         let q = if mysql {
             format!("KILL CONNECTION {id}")
@@ -232,7 +217,7 @@ pub async fn server_killed_connection(t: &Target, pg: &str) -> Result<Outcome, S
         .map_err(|e| e.to_string())?;
     let res = resource(pg, "server-kill", t).await?;
     let other = connect(&t.url()).await.map_err(|e| e.to_string())?;
-    let name = format!("chaos-kill-{}", &lock_core::owner_token()[..8]);
+    let name = format!("chaos-kill-{}", &lock_core::backend::owner_token()[..8]);
     let before = sessions(&admin, mysql).await?;
     let holder = connect(&t.url()).await.map_err(|e| e.to_string())?;
     let g = holder
@@ -297,9 +282,9 @@ impl Drop for Heal {
     }
 }
 
-/// The `zk-netns` members as `(index, address, mode)`.
-fn netns_members() -> Result<Vec<(String, String, String)>, String> {
-    let status = services(&["status", "zk-netns"])?;
+/// The `zk-netns` members of `set` as `(index, address, mode)`.
+pub(crate) fn netns_members(set: ServiceSet) -> Result<Vec<(String, String, String)>, String> {
+    let status = set.run(&["status", "zk-netns"])?;
     if status.contains("unsupported") {
         return Err(format!("{UNSUPPORTED}: {}", status.trim()));
     }
@@ -319,7 +304,9 @@ fn netns_members() -> Result<Vec<(String, String, String)>, String> {
         .collect();
     if members.len() != 3 {
         return Err(format!(
-            "the zk-netns ensemble is not up ({status:?}); run `scripts/services.sh up zk-netns` as root"
+            "the zk-netns ensemble is not up ({status:?}); run `{}={} scripts/services.sh up zk-netns` as root",
+            crate::services::ENV,
+            set.name()
         ));
     }
     Ok(members)
@@ -331,7 +318,8 @@ fn netns_members() -> Result<Vec<(String, String, String)>, String> {
 /// leader after `syncLimit` ticks. The holder's guard must report `lost()` before another client
 /// (talking to the leader's side) gets the lock.
 pub async fn zk_follower_cut(pg: &str) -> Result<Outcome, String> {
-    let members = netns_members()?;
+    let set = ServiceSet::from_env()?;
+    let members = netns_members(set)?;
     let leader = members
         .iter()
         .find(|m| m.2 == "leader")
@@ -357,7 +345,7 @@ pub async fn zk_follower_cut(pg: &str) -> Result<Outcome, String> {
     .await
     .map_err(|e| e.to_string())?;
     let res = resource(pg, "follower-cut", &t).await?;
-    let name = format!("chaos-follower-{}", &lock_core::owner_token()[..8]);
+    let name = format!("chaos-follower-{}", &lock_core::backend::owner_token()[..8]);
     let history = History::default();
     let g = holder
         .acquire(&name, &crate::takeover::opts())
@@ -424,8 +412,8 @@ async fn pause_process(member: &str, pause: Duration) -> Result<String, String> 
 /// runs out, and the store hands the lock on only after it resumes.
 pub async fn store_paused(t: &Target, pg: &str) -> Result<Outcome, String> {
     let (member, url) = match t.label {
-        "redis" => (format!("redis-{}", t.hosts[0]), t.url()),
-        "redlock" => (format!("redis-{}", t.hosts[2]), t.url()),
+        "redis" => (format!("redis-{}", t.port(0).unwrap_or_default()), t.url()),
+        "redlock" => (format!("redis-{}", t.port(2).unwrap_or_default()), t.url()),
         "zookeeper-ensemble" => (
             format!("zk-{}", zk_leader()?),
             t.url().replace("session_timeout=2s", "session_timeout=8s"),

@@ -30,20 +30,20 @@ pub(crate) async fn resource(
 ) -> Result<FencedResource, String> {
     FencedResource::create(
         pg,
-        &format!("{scenario}-{}-{}", t.label, &lock_core::owner_token()[..6]),
+        &format!(
+            "{scenario}-{}-{}",
+            t.label,
+            &lock_core::backend::owner_token()[..6]
+        ),
     )
     .await
 }
 
-/// One fault proxy per store host of the target.
+/// One fault proxy (on loopback) per store host of the target.
 pub(crate) async fn proxies(t: &Target) -> Result<Vec<FaultProxy>, String> {
     let mut v = Vec::new();
     for p in &t.hosts {
-        v.push(
-            FaultProxy::start(([127, 0, 0, 1], *p).into())
-                .await
-                .map_err(|e| e.to_string())?,
-        );
+        v.push(FaultProxy::start(*p).await.map_err(|e| e.to_string())?);
     }
     Ok(v)
 }

@@ -1,346 +1,346 @@
-//! The random fault schedule (nemesis): while several clients contend on a few names and write
-//! to a [`FencedResource`] per name, faults chosen at random times from a seed hit random
-//! clients — overlapping faults included — and everything is healed at the end. The
-//! [`History`] checker and the resource judge the whole run.
+//! The random fault schedule (nemesis): while four clients contend on two names and write to a
+//! [`FencedResource`] per name, faults drawn at random times from a seed hit the clients and
+//! the store — overlapping faults included — and everything is healed at the end. The
+//! [`History`] checker and the resources judge the whole run.
 //!
-//! Fault kinds used here: a client cut from the store (proxy black-hole, then heal), added
-//! latency on a client's connections, and a client that stalls past its lease after acquiring
-//! and then writes with its old token (an in-process stand-in for a paused process: it stops
-//! looking at `lost()`, as a frozen process would). Store-process faults (pause, kill, restart,
-//! follower cut) stay in the scripted scenarios of [`crate::store_faults`]; they are not drawn
-//! by this nemesis yet.
+//! # Clients
+//! Clients 0 and 1 are tasks of this process (a stall freezes one of them); clients 2 and 3
+//! are child processes of the `lock-chaos` binary (`nemesis-client`), which a SIGKILL ends for
+//! real: the store frees their locks by lease, session or connection, and a new process takes
+//! the slot after a delay. Every client reaches a networked store through its own fault proxy.
 //!
-//! Judged: stale writes accepted (must be 0), accepted writes out of token order (0), overlaps
-//! of holds both holders believed valid (0; a hold ends the instant its guard's `lost()`
-//! resolves), liveness (after the heal every client gets every name again within a bound), and
-//! nothing held in the store at the end. The schedule is printed in the report, so a failure
-//! replays from its seed: `scripts/chaos.sh --random --seed S --minutes M [--backend B]`.
+//! # Fault kinds per target
+//! Store faults hit only the chaos service set (`DISTLOCK_SERVICES_SET=chaos`, ports +1000), so
+//! tests running against the shared set meanwhile see none of them; on the shared set only the
+//! four client faults are drawn.
+//!
+//! | target | stall | client SIGKILL | partition, latency | server-side connection kill | store pause (SIGSTOP) | store kill + restart | follower cut |
+//! |---|---|---|---|---|---|---|---|
+//! | sqlite-row | ✓ | ✓ | – | – | – | – | – |
+//! | postgres-row, postgres-for_update | ✓ | ✓ | ✓ | ✓ every lock session | ✓ postmaster and all backends | ✓ fast shutdown, start | – |
+//! | mysql-row, mysql-for_update | ✓ | ✓ | ✓ | ✓ every lock session | ✓ | ✓ SIGKILL (crash recovery), start | – |
+//! | redis | ✓ | ✓ | ✓ | – | ✓ | ✓ SIGKILL, restarted empty (overlaps across it excused) | – |
+//! | redlock | ✓ | ✓ | ✓ | – | ✓ any master | ✓ any master, down ≥ lease + 200 ms | – |
+//! | zookeeper | ✓ | ✓ | ✓ | – | ✓ | ✓ SIGKILL, restart from its log | – |
+//! | zookeeper-ensemble | ✓ | ✓ | ✓ | – | ✓ any member or the leader | ✓ the leader or any member | – |
+//! | zookeeper-netns | ✓ | ✓ | ✓ | – | ✓ any member or the leader | ✓ the leader or any member | ✓ a follower from its leader |
+//!
+//! At most one store fault runs at a time (Redlock: two, on distinct masters, a quorum stays);
+//! client faults overlap each other and store faults freely.
+//!
+//! # Verdicts
+//! Stale writes accepted, i.e. writes accepted with a token below one the resource had already
+//! accepted (must be 0); tokens not above the previous hold's on the same name (0); overlaps of
+//! holds both holders believed valid (0; a hold ends the instant its guard's `lost()` resolves,
+//! a killed client's at its death). Overlaps are excused only across a fault after which the
+//! backend claims nothing: a Redis single instance restarted without persistence, a `for_update`
+//! lock whose session the server ended (kill or restart) — the holder learns it at its next
+//! renewal; fencing must still hold there. Liveness: after the heal every client gets every
+//! name again within [`LIVENESS_BOUND`]; and nothing stays held in the store. The report lists
+//! the schedule, so a failure replays from its seed:
+//! `scripts/chaos.sh --random --seed S --minutes M --backend B --services chaos`.
 
-use std::fmt::Write as _;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+mod faults;
+mod report;
+mod schedule;
+mod worker;
+
+use std::collections::HashMap;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use lock_core::fault::FaultProxy;
-use lock_core::{AcquireOptions, DistributedLock, LockError};
+use lock_core::{AcquireOptions, DistributedLock};
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
+use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
+use sqlx::{AssertSqlSafe, Row};
+use tokio::sync::watch;
 use tokio::time::Instant;
+
+pub use report::{Applied, NemesisReport, Status};
+pub use schedule::{
+    profile, schedule, Event, Fault, Kind, Member, Profile, CLIENTS, IN_PROCESS, PROCESSES,
+};
+pub use worker::{child_main, LIVENESS_BOUND};
 
 use crate::backends::{connect, Target};
 use crate::fenced::FencedResource;
 use crate::history::History;
+use crate::services::ServiceSet;
 use crate::takeover::{proxies, LEASE};
+use faults::{sleep_or_heal, Net, Store};
+use worker::{contend, ChildArgs, Counters, Local, ProcClient, Worker};
 
-/// Contending clients.
-pub const CLIENTS: usize = 4;
-/// Lock names they contend on.
-pub const NAMES: usize = 2;
-/// After the heal, every client must get every name within this.
-pub const LIVENESS_BOUND: Duration = Duration::from_secs(20);
-
-/// One fault in the schedule.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Fault {
-    /// The client's connections are black-holed for `for_ms`, then healed.
-    Partition {
-        /// Which client.
-        client: usize,
-        /// How long.
-        for_ms: u64,
-    },
-    /// `ms` of latency each way on the client's connections for `for_ms`.
-    Latency {
-        /// Which client.
-        client: usize,
-        /// Added latency each way.
-        ms: u64,
-        /// How long.
-        for_ms: u64,
-    },
-    /// The client's next hold freezes for 2.5 leases (its connections silent; an embedded
-    /// store's guard stops renewing) without looking at `lost()`, then writes its old token.
-    Stall {
-        /// Which client.
-        client: usize,
-    },
-}
-
-/// A fault and when it starts (ms into the run).
-#[derive(Clone, Debug, PartialEq)]
-pub struct Event {
-    /// Start, ms after the run began.
-    pub at_ms: u64,
-    /// What.
-    pub fault: Fault,
-}
-
-/// The schedule a seed gives for a run of `duration` (networked faults only when the target
-/// has a network).
-pub fn schedule(seed: u64, duration: Duration, networked: bool) -> Vec<Event> {
-    let mut rng = StdRng::seed_from_u64(seed);
-    let total = duration.as_millis() as u64;
-    let mut at = rng.random_range(100..800u64);
-    let mut v = Vec::new();
-    // Bounded: at most one event per 100 ms of run.
-    while at < total.saturating_sub(500) && v.len() < (total / 100) as usize {
-        let client = rng.random_range(0..CLIENTS);
-        let fault = match rng.random_range(0..if networked { 3 } else { 1 }) {
-            0 => Fault::Stall { client },
-            1 => Fault::Partition {
-                client,
-                for_ms: rng.random_range(200..2500),
-            },
-            _ => Fault::Latency {
-                client,
-                ms: rng.random_range(5..80),
-                for_ms: rng.random_range(300..2000),
-            },
-        };
-        v.push(Event { at_ms: at, fault });
-        at += rng.random_range(150..1500);
-    }
-    v
-}
-
-/// What a random run found.
-#[derive(Clone, Debug, Default)]
-pub struct NemesisReport {
-    /// Backend label.
-    pub backend: String,
-    /// The seed.
+/// How to run the nemesis.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// The seed: the schedule and every client's choices follow from it.
     pub seed: u64,
-    /// The schedule it ran.
-    pub schedule: Vec<Event>,
-    /// Successful acquisitions.
-    pub acquisitions: u64,
-    /// Acquire attempts that failed (timeouts, unreachable store).
-    pub failed_attempts: u64,
-    /// Overlapping believed-valid holds (must be 0).
-    pub overlaps: u64,
-    /// Stale writes rejected by the resource.
-    pub stale_rejected: u64,
-    /// Writes accepted out of token order (must be 0).
-    pub out_of_order: u64,
-    /// Acquisitions whose token was not above the token of the hold acquired before them on
-    /// the same name (must be 0).
-    pub token_regressions: u64,
-    /// Liveness or leftover failures after the heal.
-    pub problems: Vec<String>,
+    /// How long faults are drawn.
+    pub duration: Duration,
+    /// The service set the target lives on; store faults only on [`ServiceSet::Chaos`].
+    pub services: ServiceSet,
+    /// The `lock-chaos` binary, for client processes (None: every client in this process, no
+    /// client SIGKILL).
+    pub exe: Option<std::path::PathBuf>,
 }
 
-impl NemesisReport {
-    /// Every safety or liveness violation, as text (empty: the run passed).
-    pub fn violations(&self) -> Vec<String> {
-        let mut v = self.problems.clone();
-        if self.overlaps > 0 {
-            v.push(format!(
-                "{} overlapping believed-valid holds",
-                self.overlaps
-            ));
-        }
-        if self.out_of_order > 0 {
-            v.push(format!(
-                "{} writes accepted out of token order",
-                self.out_of_order
-            ));
-        }
-        if self.token_regressions > 0 {
-            v.push(format!(
-                "{} tokens not above the previous holder's",
-                self.token_regressions
-            ));
-        }
-        if self.acquisitions == 0 {
-            v.push("no acquisition at all".into());
-        }
-        v
+/// Creates the PostgreSQL database `url` names if it does not exist (the fenced resources
+/// live apart from the lock database, so a server-side kill of lock sessions spares them).
+async fn ensure_database(url: &str) -> Result<(), String> {
+    let (server, db) = url
+        .rsplit_once('/')
+        .ok_or_else(|| format!("no database in {url}"))?;
+    let db = db.split('?').next().unwrap_or(db);
+    if db.is_empty() || !db.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        return Err(format!("unexpected database name {db:?} in {url}"));
     }
+    sqlx::any::install_default_drivers();
+    let admin = AnyPoolOptions::new()
+        .max_connections(1)
+        .connect_with(
+            AnyConnectOptions::from_str(&format!("{server}/postgres"))
+                .map_err(|e| e.to_string())?,
+        )
+        .await
+        .map_err(|e| format!("{e}; is the resource database up (`scripts/services.sh up`)?"))?;
+    let exists = sqlx::query("SELECT COUNT(*) FROM pg_database WHERE datname = $1")
+        .bind(db)
+        .fetch_one(&admin)
+        .await
+        .map_err(|e| e.to_string())?
+        .try_get::<i64, _>(0)
+        .map_err(|e| e.to_string())?;
+    if exists == 0 {
+        // Two runs creating it at once: one wins, the other's error is harmless.
+        let _ = sqlx::query(AssertSqlSafe(format!("CREATE DATABASE {db}")))
+            .execute(&admin)
+            .await;
+    }
+    admin.close().await;
+    Ok(())
+}
 
-    /// The Markdown report: results, then the schedule.
-    pub fn markdown(&self) -> String {
-        let mut s = format!(
-            "# Random fault schedule: {} (seed {})\n\nReplay: `scripts/chaos.sh --random --seed {} --backend {}`\n\n",
-            self.backend, self.seed, self.seed, self.backend
-        );
-        let _ = writeln!(
-            s,
-            "| acquisitions | failed attempts | overlaps | token regressions | stale writes rejected | out-of-order writes accepted | violations |\n|---:|---:|---:|---:|---:|---:|---|\n| {} | {} | {} | {} | {} | {} | {} |\n",
-            self.acquisitions,
-            self.failed_attempts,
-            self.overlaps,
-            self.token_regressions,
-            self.stale_rejected,
-            self.out_of_order,
-            if self.violations().is_empty() {
-                "none".to_owned()
-            } else {
-                self.violations().join("; ")
+/// What the fault tasks share.
+struct Ctx {
+    nets: Vec<Arc<Net>>,
+    stalls: HashMap<usize, Arc<AtomicBool>>,
+    procs: HashMap<usize, Arc<ProcClient>>,
+    store: Store,
+    heal: watch::Receiver<bool>,
+}
+
+/// Applies one fault, heals it after its duration (or at the run's heal), and says how it went.
+async fn apply(ctx: Arc<Ctx>, e: Event) -> Applied {
+    let t0 = Instant::now();
+    let mut heal = ctx.heal.clone();
+    let ms = Duration::from_millis;
+    let net = |c: usize| ctx.nets.get(c).filter(|n| !n.is_empty());
+    let r: Result<String, String> = match e.fault {
+        Fault::Stall { client } => match ctx.stalls.get(&client) {
+            Some(f) => {
+                f.store(true, Ordering::SeqCst);
+                Ok(format!("client-{client}'s next hold freezes"))
             }
-        );
-        s.push_str("## Schedule\n\n| at ms | fault |\n|---:|---|\n");
-        for e in &self.schedule {
-            let _ = writeln!(s, "| {} | {:?} |", e.at_ms, e.fault);
+            None => Err(format!("skipped: client-{client} is not in this process")),
+        },
+        Fault::ClientKill { client, respawn_ms } => match ctx.procs.get(&client) {
+            Some(pc) => match pc.kill().await {
+                Ok(note) => {
+                    sleep_or_heal(ms(respawn_ms), &mut heal).await;
+                    pc.spawn()
+                        .await
+                        .map(|()| format!("{note}; replaced after {respawn_ms} ms"))
+                }
+                Err(e) => Err(e),
+            },
+            None => Err(format!("skipped: client-{client} is not a process")),
+        },
+        Fault::Partition { client, for_ms } => match net(client) {
+            Some(n) => {
+                n.cut();
+                sleep_or_heal(ms(for_ms), &mut heal).await;
+                n.uncut();
+                Ok(format!("client-{client} cut"))
+            }
+            None => Err("skipped: no network".into()),
+        },
+        Fault::Latency {
+            client,
+            ms: l,
+            for_ms,
+        } => match net(client) {
+            Some(n) => {
+                n.add_latency(l);
+                sleep_or_heal(ms(for_ms), &mut heal).await;
+                n.remove_latency(l);
+                Ok(format!("client-{client} +{l} ms each way"))
+            }
+            None => Err("skipped: no network".into()),
+        },
+        Fault::ServerKill => ctx.store.server_kill().await,
+        Fault::StorePause { member, for_ms } => {
+            ctx.store.pause(member, ms(for_ms), &mut heal).await
         }
-        s
+        Fault::StoreRestart { member, down_ms } => {
+            ctx.store.restart(member, ms(down_ms), &mut heal).await
+        }
+        Fault::FollowerCut { follower, for_ms } => {
+            ctx.store
+                .follower_cut(follower, ms(for_ms), &mut heal)
+                .await
+        }
+    };
+    let (status, note) = match r {
+        Ok(n) => (Status::Done, n),
+        Err(e) if e.starts_with("skipped") => (Status::Skipped, e),
+        Err(e) => (Status::Failed, e),
+    };
+    Applied {
+        at_ms: e.at_ms,
+        fault: e.fault,
+        took_ms: t0.elapsed().as_millis() as u64,
+        status,
+        note,
     }
 }
 
-struct Client {
-    lock: Arc<dyn DistributedLock>,
-    proxies: Vec<FaultProxy>,
-    stall_next: AtomicBool,
-}
-
-/// Runs the nemesis on `t` for `duration` from `seed`, with fenced resources in `pg`.
+/// Runs the nemesis on `t` with fenced resources in the PostgreSQL database `pg` (created if
+/// missing; keep it apart from the lock database `distlock`).
 ///
 /// # Errors
-/// Setup failures (a store or the resource database not reachable).
-pub async fn run(
-    t: &Target,
-    pg: &str,
-    seed: u64,
-    duration: Duration,
-) -> Result<NemesisReport, String> {
+/// Setup failures (a store, the resource database or the client binary not reachable).
+pub async fn run(t: &Target, pg: &str, o: &RunOptions) -> Result<NemesisReport, String> {
     let networked = !t.hosts.is_empty();
-    let plan = schedule(seed, duration, networked);
-    let mut clients = Vec::new();
-    for _ in 0..CLIENTS {
-        let (lock, ps) = if networked {
-            let ps = proxies(t).await?;
-            let ports: Vec<u16> = ps.iter().map(|p| p.addr().port()).collect();
-            (connect(&t.url_via(&ports)).await, ps)
-        } else {
-            (connect(&t.url()).await, Vec::new())
-        };
-        clients.push(Arc::new(Client {
-            lock: lock.map_err(|e| e.to_string())?,
-            proxies: ps,
-            stall_next: AtomicBool::new(false),
-        }));
-    }
-    let tag = &lock_core::owner_token()[..8];
-    let names: Vec<String> = (0..NAMES)
-        .map(|i| format!("chaos-nemesis-{tag}-{i}"))
-        .collect();
-    let mut resources = Vec::new();
-    let mut histories = Vec::new();
+    let p = profile(
+        t.label,
+        networked,
+        o.exe.is_some(),
+        o.services == ServiceSet::Chaos,
+    );
+    let plan = schedule(o.seed, o.duration, &p);
+    ensure_database(pg).await?;
+    let tag = &lock_core::backend::owner_token()[..8];
+    let names: Vec<String> = (0..2).map(|i| format!("chaos-nemesis-{tag}-{i}")).collect();
+    let (mut resources, mut histories) = (Vec::new(), Vec::new());
     for n in &names {
         resources.push(FencedResource::create(pg, &format!("{n}-{}", t.label)).await?);
         histories.push(History::default());
     }
+    let counters = Arc::new(Counters::default());
+    let mut nets = Vec::new();
+    for _ in 0..CLIENTS {
+        nets.push(Arc::new(Net::new(if networked {
+            proxies(t).await?
+        } else {
+            Vec::new()
+        })));
+    }
+    let url_of = |net: &Net| {
+        if networked {
+            t.url_via(&net.ports())
+        } else {
+            t.url()
+        }
+    };
     let stop = Arc::new(AtomicBool::new(false));
-    let acquisitions = Arc::new(AtomicU64::new(0));
-    let failed = Arc::new(AtomicU64::new(0));
-    let mut workers = Vec::new();
-    for (ci, c) in clients.iter().enumerate() {
-        let c = Arc::clone(c);
-        let (names, resources, histories) = (names.clone(), resources.clone(), histories.clone());
-        let (stop, acquisitions, failed) = (
+    let (mut locals, mut stalls, mut workers, mut procs) =
+        (Vec::new(), HashMap::new(), Vec::new(), HashMap::new());
+    for (ci, net) in nets.iter().enumerate() {
+        let who = format!("client-{ci}");
+        if let (Some(exe), true) = (&o.exe, PROCESSES.contains(&ci)) {
+            let pc = Arc::new(ProcClient::new(
+                ChildArgs {
+                    exe: exe.clone(),
+                    url: url_of(net),
+                    pg: pg.to_owned(),
+                    names: names.clone(),
+                    resources: resources.iter().map(|r| r.id().to_owned()).collect(),
+                    who,
+                    seed: o.seed ^ (ci as u64 + 1).wrapping_mul(0x9E37_79B9),
+                },
+                histories.clone(),
+                Arc::clone(&counters),
+            ));
+            pc.spawn().await?;
+            procs.insert(ci, pc);
+            continue;
+        }
+        let lock: Arc<dyn DistributedLock> =
+            connect(&url_of(net)).await.map_err(|e| e.to_string())?;
+        let stall = Arc::new(AtomicBool::new(false));
+        stalls.insert(ci, Arc::clone(&stall));
+        locals.push((ci, Arc::clone(&lock)));
+        let w = Worker {
+            lock,
+            names: names.clone(),
+            resources: resources.clone(),
+            who: who.clone(),
+            stall: Some(stall),
+            net: Some(Arc::clone(net)),
+        };
+        let rec = Arc::new(Local {
+            who,
+            histories: histories.clone(),
+            counters: Arc::clone(&counters),
+        });
+        let (stop, seed) = (
             Arc::clone(&stop),
-            Arc::clone(&acquisitions),
-            Arc::clone(&failed),
+            o.seed ^ (ci as u64 + 1).wrapping_mul(0x9E37_79B9),
         );
-        let mut rng = StdRng::seed_from_u64(seed ^ (ci as u64 + 1).wrapping_mul(0x9E37_79B9));
         workers.push(tokio::spawn(async move {
-            let who = format!("client-{ci}");
-            let opts = AcquireOptions::new()
-                .ttl(LEASE)
-                .wait(Duration::from_secs(3));
-            while !stop.load(Ordering::SeqCst) {
-                let n = rng.random_range(0..NAMES);
-                let g = match c.lock.acquire(&names[n], &opts).await {
-                    Ok(g) => g,
-                    Err(e) => {
-                        failed.fetch_add(1, Ordering::SeqCst);
-                        if !matches!(e, LockError::Timeout { .. }) {
-                            tokio::time::sleep(Duration::from_millis(50)).await;
-                        }
-                        continue;
-                    }
-                };
-                acquisitions.fetch_add(1, Ordering::SeqCst);
-                let token = g.fencing_token();
-                let i = histories[n].acquired(&who, token);
-                let watcher = histories[n].end_when_lost(i, &g);
-                if c.stall_next.swap(false, Ordering::SeqCst) {
-                    // Frozen for 2.5 leases, then a write with the old token. Networked: the
-                    // client's connections go silent (no renewal reaches the store, the guard's
-                    // own lost() ends the hold). Embedded: renewal stops (abandon) and the
-                    // hold ends at the guard's own lease deadline, when a frozen process
-                    // would have known.
-                    if c.proxies.is_empty() {
-                        let deadline = Instant::now() + g.remaining_validity().unwrap_or(LEASE);
-                        g.abandon();
-                        tokio::time::sleep(LEASE * 5 / 2).await;
-                        histories[n].ended_at(i, deadline, true);
-                        let _ = resources[n].write(&who, token).await;
-                        watcher.abort();
-                        continue;
-                    }
-                    for p in &c.proxies {
-                        p.blackhole();
-                    }
-                    tokio::time::sleep(LEASE * 5 / 2).await;
-                    for p in &c.proxies {
-                        p.heal();
-                    }
-                    let _ = resources[n].write(&who, token).await;
-                } else {
-                    let hold = Duration::from_millis(rng.random_range(5..60));
-                    let end = Instant::now() + hold;
-                    while Instant::now() < end && !g.is_lost() {
-                        if resources[n].write(&who, token).await.is_err() {
-                            break;
-                        }
-                        tokio::time::sleep(Duration::from_millis(5)).await;
-                    }
-                }
-                histories[n].ended(i, g.is_lost());
-                watcher.abort();
-                let _ = g.release().await;
-            }
+            contend(&w, &rec, &mut StdRng::seed_from_u64(seed), &stop).await;
         }));
     }
-    // The nemesis itself.
+    let (heal_tx, heal_rx) = watch::channel(false);
+    let ctx = Arc::new(Ctx {
+        nets: nets.clone(),
+        stalls,
+        procs,
+        store: Store::new(o.services, t, &p),
+        heal: heal_rx,
+    });
+    // The nemesis itself: each fault runs as its own task, so faults overlap.
     let started = Instant::now();
-    let mut heals = Vec::new();
+    let mut tasks = Vec::new();
     for e in &plan {
         tokio::time::sleep_until(started + Duration::from_millis(e.at_ms)).await;
-        match e.fault {
-            Fault::Stall { client } => clients[client].stall_next.store(true, Ordering::SeqCst),
-            Fault::Partition { client, for_ms } => {
-                for p in &clients[client].proxies {
-                    p.blackhole();
-                }
-                heals.push((Instant::now() + Duration::from_millis(for_ms), client));
-            }
-            Fault::Latency { client, ms, for_ms } => {
-                for p in &clients[client].proxies {
-                    p.set_latency(Duration::from_millis(ms));
-                }
-                heals.push((Instant::now() + Duration::from_millis(for_ms), client));
-            }
-        }
-        let now = Instant::now();
-        heals.retain(|(at, client)| {
-            if *at <= now {
-                for p in &clients[*client].proxies {
-                    p.heal();
-                }
-                false
-            } else {
-                true
-            }
-        });
+        tasks.push(tokio::spawn(apply(Arc::clone(&ctx), e.clone())));
     }
-    tokio::time::sleep_until(started + duration).await;
-    // Heal everything, stop the workers (bounded), then judge.
-    for c in &clients {
-        c.stall_next.store(false, Ordering::SeqCst);
-        for p in &c.proxies {
-            p.heal();
+    tokio::time::sleep_until(started + o.duration).await;
+    // Heal everything, stop the clients (bounded), then judge.
+    let _ = heal_tx.send(true);
+    let mut report = NemesisReport {
+        backend: t.label.into(),
+        seed: o.seed,
+        minutes: o.duration.as_secs_f64() / 60.0,
+        services: o.services.name().into(),
+        schedule: plan,
+        ..Default::default()
+    };
+    for (task, e) in tasks.into_iter().zip(report.schedule.clone()) {
+        match tokio::time::timeout(Duration::from_secs(180), task).await {
+            Ok(Ok(a)) => {
+                if a.status == Status::Failed && a.fault.kind().is_store() {
+                    report
+                        .problems
+                        .push(format!("{:?} at {} ms: {}", a.fault, a.at_ms, a.note));
+                }
+                report.applied.push(a);
+            }
+            _ => report.problems.push(format!(
+                "{:?} at {} ms did not heal within 180 s of the end",
+                e.fault, e.at_ms
+            )),
         }
+    }
+    for s in ctx.stalls.values() {
+        s.store(false, Ordering::SeqCst);
+    }
+    for n in &nets {
+        n.heal_all();
     }
     stop.store(true, Ordering::SeqCst);
     for w in workers {
@@ -348,19 +348,51 @@ pub async fn run(
             .await
             .is_err()
         {
-            return Err("a worker did not stop within 30 s of the heal".into());
+            report
+                .problems
+                .push("a client did not stop within 30 s of the heal".into());
         }
     }
-    let mut report = NemesisReport {
-        backend: t.label.into(),
-        seed,
-        schedule: plan,
-        acquisitions: acquisitions.load(Ordering::SeqCst),
-        failed_attempts: failed.load(Ordering::SeqCst),
-        ..Default::default()
+    // Liveness: every client gets every name again (client processes check for themselves).
+    let in_process = async {
+        let mut problems = Vec::new();
+        for (ci, lock) in &locals {
+            for n in &names {
+                let t0 = Instant::now();
+                let opts = AcquireOptions::new().ttl(LEASE).wait(LIVENESS_BOUND);
+                match lock.acquire(n, &opts).await {
+                    Ok(g) => {
+                        if let Err(e) = g.release().await {
+                            problems
+                                .push(format!("client-{ci}: release of {n} after the heal: {e}"));
+                        }
+                    }
+                    Err(e) => problems.push(format!(
+                        "liveness: client-{ci} could not get {n} within {:?} of the heal: {e}",
+                        t0.elapsed()
+                    )),
+                }
+            }
+        }
+        problems
     };
+    let processes = async {
+        let mut problems = Vec::new();
+        for pc in ctx.procs.values() {
+            problems.extend(pc.finish().await);
+        }
+        problems
+    };
+    let (a, b) = tokio::join!(in_process, processes);
+    report.liveness = a.into_iter().chain(b).collect();
+    // Judge.
+    report.acquisitions = counters.acquisitions.load(Ordering::SeqCst);
+    report.failed_attempts = counters.failed.load(Ordering::SeqCst);
+    let windows = ctx.store.windows();
     for h in &histories {
-        report.overlaps += h.overlaps();
+        let (bad, excused) = h.overlaps_excusing(&windows);
+        report.overlaps += bad;
+        report.overlaps_excused += excused;
         let mut holds = h.holds();
         holds.sort_by_key(|x| x.acquired_at);
         report.token_regressions += holds
@@ -370,55 +402,18 @@ pub async fn run(
     }
     for r in &resources {
         let s = r.stats().await?;
+        report.writes_accepted += s.accepted;
         report.stale_rejected += s.rejected;
         report.out_of_order += s.out_of_order;
     }
-    // Liveness: every client gets every name again, and nothing stays held afterwards.
-    for (ci, c) in clients.iter().enumerate() {
+    if let Some((_, lock)) = locals.first() {
         for n in &names {
-            let t0 = Instant::now();
-            match c
-                .lock
-                .acquire(n, &AcquireOptions::new().ttl(LEASE).wait(LIVENESS_BOUND))
-                .await
-            {
-                Ok(g) => {
-                    if let Err(e) = g.release().await {
-                        report
-                            .problems
-                            .push(format!("client-{ci}: release of {n} after the heal: {e}"));
-                    }
+            if let Ok(info) = lock.inspect(n).await {
+                if info.held {
+                    report.leftovers.push(format!("{n} still held at the end"));
                 }
-                Err(e) => report.problems.push(format!(
-                    "liveness: client-{ci} could not get {n} within {:?} of the heal: {e}",
-                    t0.elapsed()
-                )),
             }
         }
     }
-    for n in &names {
-        match clients[0].lock.inspect(n).await {
-            Ok(info) if info.held => report.problems.push(format!("{n} still held at the end")),
-            _ => {}
-        }
-    }
     Ok(report)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_seed_gives_one_schedule() {
-        let a = schedule(42, Duration::from_secs(10), true);
-        assert_eq!(a, schedule(42, Duration::from_secs(10), true));
-        assert_ne!(a, schedule(43, Duration::from_secs(10), true));
-        assert!(!a.is_empty());
-        assert!(a.iter().all(|e| e.at_ms < 10_000));
-        // Without a network only stalls are drawn.
-        assert!(schedule(42, Duration::from_secs(10), false)
-            .iter()
-            .all(|e| matches!(e.fault, Fault::Stall { .. })));
-    }
 }
