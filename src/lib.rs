@@ -25,14 +25,14 @@
 //!
 //! URL parameters `ttl`, `wait` and `renew` are acquisition defaults: every entry point
 //! ([`connect`], [`connect_from_env`], [`connect_config`]) returns a lock that applies them to
-//! the options a caller leaves unset (see [`configured`]); everything else goes to the
+//! the options a caller leaves unset (see [`AcquireOptions::or_defaults`]); everything else goes to the
 //! backend, which rejects parameters it does not know.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-pub mod config;
-pub mod configured;
-pub mod registry;
+mod config;
+mod configured;
+mod registry;
 
 use std::sync::Arc;
 
