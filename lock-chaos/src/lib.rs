@@ -16,3 +16,4 @@ pub mod scenarios;
 pub mod services;
 pub mod store_faults;
 pub mod takeover;
+mod undo;

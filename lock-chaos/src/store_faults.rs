@@ -17,26 +17,11 @@ use crate::history::History;
 use crate::outcome::Outcome;
 use crate::services::ServiceSet;
 use crate::takeover::{after_take_over, hold_writing, resource, take_over};
+use crate::undo::{Restart, Resume, Uncut};
 
 /// `scripts/services.sh ARGS` on the set `DISTLOCK_SERVICES_SET` names (default: shared).
 fn services(args: &[&str]) -> Result<String, String> {
     ServiceSet::from_env()?.run(args)
-}
-
-/// Restarts a stopped service when dropped, whatever the scenario did.
-struct Restart(String);
-
-impl Drop for Restart {
-    fn drop(&mut self) {
-        let _ = services(&["start-one", &self.0]);
-    }
-}
-
-impl Restart {
-    /// Restarts now, off the async worker threads (starting a store takes seconds).
-    async fn now(self) {
-        let _ = tokio::task::spawn_blocking(move || drop(self)).await;
-    }
 }
 
 /// The port of the ensemble's current leader.
@@ -140,10 +125,10 @@ pub async fn zk_leader_killed(t: &Target, pg: &str) -> Result<Outcome, String> {
         || async {
             let leader = zk_leader()?;
             let member = format!("zk-{leader}");
-            let restart = Restart(member.clone());
+            let restart = Restart::new(ServiceSet::from_env()?, &member);
             services(&["stop-one", &member])?;
             tokio::time::sleep(Duration::from_secs(4)).await;
-            restart.now().await;
+            restart.now().await?;
             Ok(format!("leader {leader} killed, back after 4 s"))
         },
     )
@@ -162,10 +147,10 @@ pub async fn redlock_master_restarted(t: &Target, pg: &str) -> Result<Outcome, S
         Duration::from_secs(6),
         || async move {
             let member = format!("redis-{port}");
-            let restart = Restart(member.clone());
+            let restart = Restart::new(ServiceSet::from_env()?, &member);
             services(&["stop-one", &member])?;
             tokio::time::sleep(Duration::from_millis(500)).await;
-            restart.now().await;
+            restart.now().await?;
             Ok(format!("master {port} killed, restarted empty after 0.5 s"))
         },
     )
@@ -273,15 +258,6 @@ pub async fn server_killed_connection(t: &Target, pg: &str) -> Result<Outcome, S
 /// How [`zk_follower_cut`]'s error starts where network namespaces cannot be made.
 pub const UNSUPPORTED: &str = "network namespaces unsupported here";
 
-/// Heals a network-namespace cut when dropped, whatever the scenario did.
-struct Heal(String, String);
-
-impl Drop for Heal {
-    fn drop(&mut self) {
-        let _ = services(&["netns-heal", &self.0, &self.1]);
-    }
-}
-
 /// The `zk-netns` members of `set` as `(index, address, mode)`.
 pub(crate) fn netns_members(set: ServiceSet) -> Result<Vec<(String, String, String)>, String> {
     let status = set.run(&["status", "zk-netns"])?;
@@ -361,7 +337,7 @@ pub async fn zk_follower_cut(pg: &str) -> Result<Outcome, String> {
         }
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let heal = Heal(cut.0.clone(), leader.0.clone());
+    let heal = Uncut(set, cut.0.clone(), leader.0.clone());
     services(&["netns-cut", &cut.0, &leader.0])?;
     let cut_at = Instant::now();
     let (g2, took_at) = take_over(&*other, &name, Duration::from_secs(20)).await?;
@@ -382,15 +358,6 @@ pub async fn zk_follower_cut(pg: &str) -> Result<Outcome, String> {
     })
 }
 
-/// Resumes a stopped process when dropped, whatever the scenario did.
-struct Resume(nix::unistd::Pid);
-
-impl Drop for Resume {
-    fn drop(&mut self) {
-        let _ = nix::sys::signal::kill(self.0, nix::sys::signal::Signal::SIGCONT);
-    }
-}
-
 /// Pauses the store process `member` (a `services.sh` instance name) with SIGSTOP for
 /// `pause`, then resumes it with SIGCONT.
 async fn pause_process(member: &str, pause: Duration) -> Result<String, String> {
@@ -400,7 +367,7 @@ async fn pause_process(member: &str, pause: Duration) -> Result<String, String> 
         .map_err(|_| format!("no pid for {member}; run `scripts/services.sh up`"))?;
     let pid = nix::unistd::Pid::from_raw(pid);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).map_err(|e| e.to_string())?;
-    let resume = Resume(pid);
+    let resume = Resume(vec![pid]);
     tokio::time::sleep(pause).await;
     drop(resume);
     Ok(format!("{member} paused (SIGSTOP) for {pause:?}"))
@@ -453,7 +420,7 @@ pub async fn database_restarted(t: &Target, pg: &str) -> Result<Outcome, String>
                 .trim()
                 .parse()
                 .map_err(|_| "no MariaDB pid; run `scripts/services.sh up`".to_owned())?;
-            let restart = Restart("mysql".to_owned());
+            let restart = Restart::new(ServiceSet::from_env()?, "mysql");
             nix::sys::signal::kill(
                 nix::unistd::Pid::from_raw(pid),
                 nix::sys::signal::Signal::SIGKILL,
@@ -467,7 +434,7 @@ pub async fn database_restarted(t: &Target, pg: &str) -> Result<Outcome, String>
                 }
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
-            restart.now().await;
+            restart.now().await?;
             Ok(format!(
                 "MariaDB down for {:.1} s",
                 down.elapsed().as_secs_f64()

@@ -18,6 +18,7 @@ use super::schedule::{Member, Profile};
 use crate::backends::Target;
 use crate::services::ServiceSet;
 use crate::store_faults::{kill_sessions, netns_members, sessions};
+use crate::undo::{Restart, Resume, Uncut};
 
 /// Sleeps `d`, or less if the heal signal comes first.
 pub(crate) async fn sleep_or_heal(d: Duration, heal: &mut watch::Receiver<bool>) {
@@ -92,38 +93,6 @@ impl Net {
     /// Heals everything (the end of the run).
     pub(crate) fn heal_all(&self) {
         self.update(|s| *s = (0, Vec::new()));
-    }
-}
-
-/// Starts a killed store member again when dropped, unless disarmed (the fault task was
-/// cancelled or failed before starting it itself).
-struct Restart(ServiceSet, Option<String>);
-
-impl Drop for Restart {
-    fn drop(&mut self) {
-        if let Some(name) = self.1.take() {
-            let _ = self.0.run(&["start-one", &name]);
-        }
-    }
-}
-
-/// Resumes paused processes when dropped.
-struct Resume(Vec<Pid>);
-
-impl Drop for Resume {
-    fn drop(&mut self) {
-        for p in &self.0 {
-            let _ = kill(*p, Signal::SIGCONT);
-        }
-    }
-}
-
-/// Heals a namespace cut when dropped.
-struct Uncut(ServiceSet, String, String);
-
-impl Drop for Uncut {
-    fn drop(&mut self) {
-        let _ = self.0.run(&["netns-heal", &self.1, &self.2]);
     }
 }
 
@@ -300,7 +269,7 @@ impl Store {
         let (name, shown) = self.resolve(m).await?;
         let _busy = self.claim(&name)?;
         let from = Instant::now();
-        let mut restart = Restart(self.set, Some(name.clone()));
+        let restart = Restart::new(self.set, &name);
         if name == "mysql" {
             let pid = *self.pids(&name).await?.first().ok_or("no MariaDB pid")?;
             kill(pid, Signal::SIGKILL).map_err(|e| e.to_string())?;
@@ -318,8 +287,7 @@ impl Store {
         sleep_or_heal(down, heal).await;
         tokio::time::sleep(least.saturating_sub(down_at.elapsed())).await;
         let was_down = down_at.elapsed();
-        restart.1 = None;
-        let started = self.set.run_async(&["start-one", &name]).await;
+        let started = restart.now().await;
         if self.restart_loses_locks() {
             self.excuse(from);
         }
