@@ -49,7 +49,3 @@ pub use lock::DistributedLock;
 pub use options::{AcquireOptions, DEFAULT_TTL};
 pub use recipes::{LockExt, MultiGuard};
 pub use secret::{Secret, SecretUrl};
-
-// Kept while `lock-chaos` moves to `backend::owner_token`; not part of the contract.
-#[doc(hidden)]
-pub use backend::owner_token;
