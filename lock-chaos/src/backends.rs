@@ -47,9 +47,29 @@ impl Target {
     }
 }
 
-/// Connects any scheme (through the facade's scheme registry).
+/// The in-process reference store behind [`MEMORY_URL`] (one per process).
+static MEMORY: std::sync::OnceLock<lock_core::memory::MemoryStore> = std::sync::OnceLock::new();
+
+/// The URL of the in-process reference backend (nemesis only: its clients share one process).
+pub const MEMORY_URL: &str = "memory://chaos";
+
+/// Connects any scheme (through the facade's scheme registry), plus [`MEMORY_URL`].
 pub async fn connect(url: &str) -> Result<Arc<dyn DistributedLock>, LockError> {
+    if url == MEMORY_URL {
+        return Ok(MEMORY.get_or_init(Default::default).client());
+    }
     distlock::connect(url).await
+}
+
+/// The in-process reference backend as a target: only the nemesis runs it (its clients must
+/// share one process, so no client processes and no network; the stall fault applies).
+pub fn memory() -> Target {
+    Target {
+        label: "memory",
+        template: MEMORY_URL.into(),
+        hosts: vec![],
+        lease: true,
+    }
 }
 
 fn local(set: ServiceSet, ports: &[u16]) -> Vec<SocketAddr> {

@@ -130,6 +130,7 @@ async fn main() {
     let _ = std::fs::create_dir_all(&dir);
     let mut targets: Vec<_> = backends::all_in(&dir.display().to_string(), set);
     if args.random {
+        targets.insert(0, backends::memory());
         targets.push(backends::zookeeper_netns(set));
     }
     targets.retain(|t| args.backends.is_empty() || args.backends.iter().any(|b| b == t.label));

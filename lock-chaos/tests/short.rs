@@ -125,7 +125,8 @@ async fn short_chaos_run() {
     check(&o, false);
 }
 
-/// A short random fault schedule (the nemesis) over a spread of backends, 9 s each, from a
+/// A short random fault schedule (the nemesis) over a spread of backends (the in-process
+/// reference one among them: stalls only), 9 s each, from a
 /// fresh seed per backend (printed: replay with `scripts/chaos.sh --random --seed S --minutes
 /// 0.15 --backend B`; `DISTLOCK_NEMESIS_SEED` fixes the first). It runs on
 /// the shared service set, so only client faults are drawn (stall past the lease, client
@@ -147,6 +148,7 @@ async fn short_random_nemesis_run() {
         });
     let mut killed = 0;
     for (i, label) in [
+        "memory",
         "redis",
         "postgres-row",
         "zookeeper",
@@ -164,7 +166,12 @@ async fn short_random_nemesis_run() {
             services: ServiceSet::Shared,
             exe: Some(Path::new(env!("CARGO_BIN_EXE_lock-chaos")).to_path_buf()),
         };
-        let r = nemesis::run(&target(label, &dir), RESOURCES, &opts)
+        let t = if label == "memory" {
+            lock_chaos::backends::memory()
+        } else {
+            target(label, &dir)
+        };
+        let r = nemesis::run(&t, RESOURCES, &opts)
             .await
             .unwrap_or_else(|e| {
                 panic!("{label} (seed {seed}): {e}; is `scripts/services.sh up` running?")

@@ -214,10 +214,15 @@ async fn apply(ctx: Arc<Ctx>, e: Event) -> Applied {
 /// Setup failures (a store, the resource database or the client binary not reachable).
 pub async fn run(t: &Target, pg: &str, o: &RunOptions) -> Result<NemesisReport, String> {
     let networked = !t.hosts.is_empty();
+    // The in-process reference store cannot be shared with client processes.
+    let exe = o
+        .exe
+        .as_ref()
+        .filter(|_| t.template != crate::backends::MEMORY_URL);
     let p = profile(
         t.label,
         networked,
-        o.exe.is_some(),
+        exe.is_some(),
         o.services == ServiceSet::Chaos,
     );
     let plan = schedule(o.seed, o.duration, &p);
@@ -250,7 +255,7 @@ pub async fn run(t: &Target, pg: &str, o: &RunOptions) -> Result<NemesisReport, 
         (Vec::new(), HashMap::new(), Vec::new(), HashMap::new());
     for (ci, net) in nets.iter().enumerate() {
         let who = format!("client-{ci}");
-        if let (Some(exe), true) = (&o.exe, PROCESSES.contains(&ci)) {
+        if let (Some(exe), true) = (exe, PROCESSES.contains(&ci)) {
             let pc = Arc::new(ProcClient::new(
                 ChildArgs {
                     exe: exe.clone(),
@@ -407,13 +412,44 @@ pub async fn run(t: &Target, pg: &str, o: &RunOptions) -> Result<NemesisReport, 
         report.out_of_order += s.out_of_order;
     }
     if let Some((_, lock)) = locals.first() {
-        for n in &names {
+        for (n, h) in names.iter().zip(&histories) {
             if let Ok(info) = lock.inspect(n).await {
                 if info.held {
-                    report.leftovers.push(format!("{n} still held at the end"));
+                    report.leftovers.push(format!(
+                        "{n} still held at the end (token {:?}): {}",
+                        info.fencing_token,
+                        holder(h, info.fencing_token, started)
+                    ));
                 }
             }
         }
     }
     Ok(report)
+}
+
+/// Which hold of `h` has token `token`, for a leftover's diagnosis.
+fn holder(h: &History, token: Option<u64>, started: Instant) -> String {
+    let ms = |at: Instant| at.saturating_duration_since(started).as_millis();
+    let found: Vec<String> = h
+        .holds()
+        .iter()
+        .filter(|x| Some(x.token) == token)
+        .map(|x| {
+            format!(
+                "{} acquired it {} ms into the run and {}",
+                x.client,
+                ms(x.acquired_at),
+                match x.ended_at {
+                    Some(e) if x.lost => format!("lost it at {} ms", ms(e)),
+                    Some(e) => format!("released it at {} ms", ms(e)),
+                    None => "never let go".to_owned(),
+                }
+            )
+        })
+        .collect();
+    if found.is_empty() {
+        "no client was ever given that token (an acquisition that returned no guard)".to_owned()
+    } else {
+        found.join("; ")
+    }
 }
