@@ -70,8 +70,25 @@ enum Cmd {
     },
 }
 
+/// The library's warnings on stderr (`RUST_LOG`, e.g. `lock_zk=debug`, for more), so a
+/// chaos run shows what the backends saw.
+fn init_logs() {
+    use tracing_subscriber::filter::{LevelFilter, Targets};
+    use tracing_subscriber::prelude::*;
+    let warn = || Targets::new().with_default(LevelFilter::WARN);
+    let filter = std::env::var("RUST_LOG")
+        .ok()
+        .filter(|s| !s.trim().is_empty())
+        .map_or_else(warn, |spec| spec.parse().unwrap_or_else(|_| warn()));
+    let _ = tracing_subscriber::registry()
+        .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+        .with(filter)
+        .try_init();
+}
+
 #[tokio::main]
 async fn main() {
+    init_logs();
     let mut args = Args::parse();
     match &args.cmd {
         Some(Cmd::Holder {
