@@ -1,0 +1,58 @@
+//! Reproductions of what the random fault schedule (nemesis) found, each named after the seed
+//! that found it. A test of a bug still open in a backend crate is ignored with the reason; run
+//! it with `cargo test -p lock-chaos --test regressions -- --ignored`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use lock_core::fault::FaultProxy;
+use lock_core::AcquireOptions;
+
+/// Found by `scripts/chaos.sh --random --seed 1795458225587695456 --minutes 0.15 --backend
+/// zookeeper` (the short nemesis run; 2 replays in 4 hit it): client-0 acquired, a 942 ms
+/// partition cut it from ZooKeeper 2 ms later, and its release 40 ms after that failed ("no
+/// response from connection in 800ms"). The client then dropped that connection — and the
+/// delete the partition held back with it — and reconnected within its 2 s session, and the lock
+/// node stayed behind for as long as that session lived: every other client waited forever. The
+/// release deletes the node once (`lock-zk/src/lease.rs`, `release`) and gives up on a connection
+/// loss; Curator's `InterProcessMutex` deletes with `guaranteed()`, retrying in the background
+/// until the delete succeeds or the session ends.
+///
+/// Whether the held-back delete is lost depends on when the client drops the connection, so the
+/// round is repeated (it leaked in 2 of 3 rounds here; a round that does not leak takes ~1.3 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "open lock-zk bug: a release cut by a partition shorter than the session leaves the node behind"]
+async fn seed_1795458225587695456_zk_release_cut_by_a_partition_frees_the_lock() {
+    let url = |port: u16| format!("zk://127.0.0.1:{port}?session_timeout=2s");
+    let b = distlock::connect(&url(12181))
+        .await
+        .expect("ZooKeeper on 12181; run `scripts/services.sh up`");
+    let lease = AcquireOptions::new().ttl(Duration::from_secs(1));
+    for round in 0..8 {
+        let proxy = FaultProxy::start(([127, 0, 0, 1], 12181).into())
+            .await
+            .unwrap();
+        let a = distlock::connect(&url(proxy.addr().port())).await.unwrap();
+        let name = format!(
+            "chaos-regression-{}",
+            &lock_core::backend::owner_token()[..8]
+        );
+        let g = a.acquire(&name, &lease).await.unwrap();
+        proxy.blackhole();
+        // The release meets the partition: no reply within the client's 800 ms read timeout.
+        let released = g.release().await;
+        // The partition heals a little later, within the session.
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        proxy.heal();
+        let got = b
+            .acquire(&name, &lease.clone().wait(Duration::from_secs(3)))
+            .await;
+        assert!(
+            got.is_ok(),
+            "round {round}: the lock stayed held 3 s after its holder's release ({released:?}) \
+             while the holder's session lives: {got:?}"
+        );
+        let _ = got.unwrap().release().await;
+        drop(a);
+    }
+}
