@@ -12,6 +12,8 @@ pub struct Hold {
     pub client: String,
     /// Its fencing token.
     pub token: u64,
+    /// When the acquire was called: the store granted the lock between this and `acquired_at`.
+    pub asked_at: Instant,
     /// When acquire returned.
     pub acquired_at: Instant,
     /// When the holder stopped believing it held the lock (release called or lost() fired).
@@ -27,16 +29,18 @@ pub struct History(Arc<Mutex<Vec<Hold>>>);
 impl History {
     /// Records an acquisition; returns its index.
     pub fn acquired(&self, client: &str, token: u64) -> usize {
-        self.acquired_at(client, token, Instant::now())
+        let now = Instant::now();
+        self.acquired_at(client, token, now, now)
     }
 
-    /// Records an acquisition that happened at `at` (reported by a client process); returns
-    /// its index.
-    pub fn acquired_at(&self, client: &str, token: u64, at: Instant) -> usize {
+    /// Records an acquisition asked for at `asked` that returned at `at` (a client process
+    /// reports both); returns its index.
+    pub fn acquired_at(&self, client: &str, token: u64, asked: Instant, at: Instant) -> usize {
         let mut h = self.0.lock().unwrap_or_else(|p| p.into_inner());
         h.push(Hold {
             client: client.to_owned(),
             token,
+            asked_at: asked.min(at),
             acquired_at: at,
             ended_at: None,
             lost: false,
@@ -85,35 +89,87 @@ impl History {
 
     /// Pairs of holds by different clients whose believed-valid intervals intersect.
     pub fn overlaps(&self) -> u64 {
-        self.overlaps_excusing(&[]).0
+        self.judge(&[], Instant::now()).overlaps
     }
 
-    /// Overlapping pairs as `(unexcused, excused)`: a pair is excused when some window
-    /// `(from, to)` in `windows` separates the two acquisitions (the earlier before `to`, the
-    /// later after `from`) — a fault that ends locks without telling their holders (a store
-    /// restarted without persistence, a connection-bound lock's session killed by the server)
-    /// happened in between.
-    pub fn overlaps_excusing(&self, windows: &[(Instant, Instant)]) -> (u64, u64) {
+    /// The verdict on this name's holds. `windows` are faults `(from, to)` that end locks
+    /// without telling their holders where the backend claims nothing across them (a store
+    /// restarted without persistence, a connection-bound lock's session ended by the server):
+    /// an overlap, or a token below the previous acquisition's, is excused when one hold's lock
+    /// could have been granted before such a fault ended (asked before `to`) and the other's
+    /// after it began (returned after `from`). `origin`: the instant example times count from.
+    pub fn judge(&self, windows: &[(Instant, Instant)], origin: Instant) -> Judged {
         let mut holds = self.holds();
         holds.sort_by_key(|h| h.acquired_at);
         let end = |h: &Hold| h.ended_at.unwrap_or_else(Instant::now);
-        let (mut bad, mut excused) = (0, 0);
+        let across = |first: &Hold, then: &Hold| {
+            windows
+                .iter()
+                .any(|(from, to)| first.asked_at < *to && then.acquired_at > *from)
+        };
+        let ms = |at: Instant| at.saturating_duration_since(origin).as_millis();
+        let show = |h: &Hold| {
+            format!(
+                "{} token {} asked {} ms, got {} ms, {} {} ms",
+                h.client,
+                h.token,
+                ms(h.asked_at),
+                ms(h.acquired_at),
+                if h.lost { "lost" } else { "ended" },
+                h.ended_at.map_or(0, ms)
+            )
+        };
+        let mut j = Judged::default();
         for (i, a) in holds.iter().enumerate() {
             for b in &holds[i + 1..] {
                 if a.client != b.client && a.acquired_at < end(b) && b.acquired_at < end(a) {
-                    if windows
-                        .iter()
-                        .any(|(from, to)| a.acquired_at < *to && b.acquired_at > *from)
-                    {
-                        excused += 1;
+                    if across(a, b) || across(b, a) {
+                        j.overlaps_excused += 1;
                     } else {
-                        bad += 1;
+                        j.overlaps += 1;
+                        if j.examples.len() < 5 {
+                            j.examples
+                                .push(format!("overlap: {} / {}", show(a), show(b)));
+                        }
                     }
                 }
             }
         }
-        (bad, excused)
+        for w in holds.windows(2) {
+            if w[1].token <= w[0].token {
+                if across(&w[1], &w[0]) {
+                    j.regressions_excused += 1;
+                } else {
+                    j.regressions += 1;
+                    if j.examples.len() < 10 {
+                        j.examples.push(format!(
+                            "token not above the previous: {} then {}",
+                            show(&w[0]),
+                            show(&w[1])
+                        ));
+                    }
+                }
+            }
+        }
+        j
     }
+}
+
+/// The verdict on one name's holds ([`History::judge`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Judged {
+    /// Overlapping believed-valid holds not excused (must be 0).
+    pub overlaps: u64,
+    /// Overlaps across a fault after which the backend makes no claim.
+    pub overlaps_excused: u64,
+    /// Acquisitions (in the order they returned) whose token was not above the previous one's,
+    /// not excused (must be 0).
+    pub regressions: u64,
+    /// Such tokens across a fault after which the backend makes no claim: a lock granted before
+    /// the fault whose acquire returned after the next holder's.
+    pub regressions_excused: u64,
+    /// The first violations, with their holds' times.
+    pub examples: Vec<String>,
 }
 
 #[cfg(test)]
@@ -151,14 +207,42 @@ mod tests {
         tokio::time::sleep(ms(10)).await;
         h.ended(a, false);
         h.ended(b, false);
-        assert_eq!(h.overlaps_excusing(&[(from, to)]), (0, 1));
+        let j = h.judge(&[(from, to)], from);
+        assert_eq!((j.overlaps, j.overlaps_excused), (0, 1));
         // A window after both acquisitions excuses nothing.
         let later = Instant::now();
-        assert_eq!(h.overlaps_excusing(&[(later, later)]), (1, 0));
+        let j = h.judge(&[(later, later)], from);
+        assert_eq!((j.overlaps, j.overlaps_excused), (1, 0));
+        assert_eq!(j.examples.len(), 1);
         // A client's report of an earlier end wins over a later one.
-        let c = h.acquired_at("c", 3, later + ms(100));
+        let c = h.acquired_at("c", 3, later + ms(100), later + ms(100));
         h.ended_at(c, later + ms(300), false);
         h.ended_at(c, later + ms(200), true);
         assert_eq!(h.holds()[c].ended_at, Some(later + ms(200)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lock_granted_before_a_kill_but_returned_after_the_next_holders_is_excused() {
+        let ms = std::time::Duration::from_millis;
+        let h = History::default();
+        let t0 = Instant::now();
+        // a asks at 0 and is granted token 1 at once, but its reply takes until 50 ms; the
+        // server kills its session at 10-20 ms and b gets token 2 at 30 ms.
+        let b = h.acquired_at("b", 2, t0 + ms(25), t0 + ms(30));
+        let a = h.acquired_at("a", 1, t0, t0 + ms(50));
+        h.ended_at(a, t0 + ms(60), true);
+        h.ended_at(b, t0 + ms(70), false);
+        let j = h.judge(&[(t0 + ms(10), t0 + ms(20))], t0);
+        assert_eq!(
+            (
+                j.overlaps,
+                j.overlaps_excused,
+                j.regressions,
+                j.regressions_excused
+            ),
+            (0, 1, 0, 1)
+        );
+        let j = h.judge(&[], t0);
+        assert_eq!((j.overlaps, j.regressions), (1, 1));
     }
 }

@@ -202,7 +202,8 @@ async fn short_random_nemesis_run() {
             r.applied_summary()
         );
     }
-    // Not every seed draws a kill in 8 s on every backend, but with six independent
-    // schedules some backend gets one (all five without: about 1 seed in 50,000).
-    assert!(killed > 0, "seeds {seed}..+4: no client process was killed");
+    // Not every seed draws a kill in 8 s on every backend, but with five independent
+    // schedules that can (memory has no client processes) some backend gets one (all five
+    // without: about 1 seed in 50,000).
+    assert!(killed > 0, "seeds {seed}..+5: no client process was killed");
 }

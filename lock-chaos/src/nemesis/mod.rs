@@ -35,7 +35,11 @@
 //! a killed client's at its death). Overlaps are excused only across a fault after which the
 //! backend claims nothing: a Redis single instance restarted without persistence, a `for_update`
 //! lock whose session the server ended (kill or restart) — the holder learns it at its next
-//! renewal; fencing must still hold there. Liveness: after the heal every client gets every
+//! renewal; fencing must still hold there. A hold's lock was granted somewhere between the
+//! acquire's call and its return, so a pair is excused when one could have been granted before
+//! such a fault ended and the other returned after it began; the same excuses a token below the
+//! previous acquisition's (a lock granted before the kill whose reply came after the next
+//! holder's). Liveness: after the heal every client gets every
 //! name again within [`LIVENESS_BOUND`]; and nothing stays held in the store. The report lists
 //! the schedule, so a failure replays from its seed:
 //! `scripts/chaos.sh --random --seed S --minutes M --backend B --services chaos`.
@@ -395,15 +399,12 @@ pub async fn run(t: &Target, pg: &str, o: &RunOptions) -> Result<NemesisReport, 
     report.failed_attempts = counters.failed.load(Ordering::SeqCst);
     let windows = ctx.store.windows();
     for h in &histories {
-        let (bad, excused) = h.overlaps_excusing(&windows);
-        report.overlaps += bad;
-        report.overlaps_excused += excused;
-        let mut holds = h.holds();
-        holds.sort_by_key(|x| x.acquired_at);
-        report.token_regressions += holds
-            .windows(2)
-            .filter(|w| w[1].token <= w[0].token)
-            .count() as u64;
+        let j = h.judge(&windows, started);
+        report.overlaps += j.overlaps;
+        report.overlaps_excused += j.overlaps_excused;
+        report.token_regressions += j.regressions;
+        report.token_regressions_excused += j.regressions_excused;
+        report.examples.extend(j.examples);
     }
     for r in &resources {
         let s = r.stats().await?;

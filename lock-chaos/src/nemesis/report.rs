@@ -65,6 +65,11 @@ pub struct NemesisReport {
     /// Acquisitions whose token was not above the token of the hold acquired before them on
     /// the same name (must be 0).
     pub token_regressions: u64,
+    /// Such tokens across a fault after which the backend makes no claim (a lock granted before
+    /// the server ended its session, whose acquire returned after the next holder's).
+    pub token_regressions_excused: u64,
+    /// The first overlaps and token regressions, with their holds' times (ms into the run).
+    pub examples: Vec<String>,
     /// Liveness failures after the heal (must be none).
     pub liveness: Vec<String>,
     /// Locks still held in the store at the end (must be none).
@@ -160,7 +165,7 @@ impl NemesisReport {
         };
         let _ = writeln!(
             s,
-            "| holds | failed attempts | writes accepted | stale writes rejected | stale writes accepted (out of order) | overlaps where safety is claimed | overlaps excused | token regressions | liveness after heal | left in store | verdict |\n|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|\n| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| holds | failed attempts | writes accepted | stale writes rejected | stale writes accepted (out of order) | overlaps where safety is claimed | overlaps excused | token regressions | token regressions excused | liveness after heal | left in store | verdict |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|\n| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             self.acquisitions,
             self.failed_attempts,
             self.writes_accepted,
@@ -169,10 +174,18 @@ impl NemesisReport {
             self.overlaps,
             self.overlaps_excused,
             self.token_regressions,
+            self.token_regressions_excused,
             if self.liveness.is_empty() { "ok" } else { "FAILED" },
             if self.leftovers.is_empty() { "nothing" } else { "LEFTOVERS" },
             verdict
         );
+        if !self.examples.is_empty() {
+            s.push_str("## Violations in detail (times in ms into the run)\n\n");
+            for e in &self.examples {
+                let _ = writeln!(s, "- {e}");
+            }
+            s.push('\n');
+        }
         s.push_str("## Faults by kind\n\n| kind | drawn | applied | skipped | failed |\n|---|---:|---:|---:|---:|\n");
         for (k, drawn, done, skipped, failed) in self.by_kind() {
             let _ = writeln!(

@@ -31,8 +31,8 @@ pub const LIVENESS_BOUND: Duration = Duration::from_secs(20);
 
 /// Where a client's holds go.
 pub(crate) trait Recorder: Send + Sync + 'static {
-    /// A hold of name `n` began now; its id.
-    fn acquired(&self, n: usize, token: u64) -> usize;
+    /// A hold of name `n` began now, from an acquire called at `asked`; its id.
+    fn acquired(&self, n: usize, token: u64, asked: Instant) -> usize;
     /// Hold `hold` of name `n` ended at `at`.
     fn ended(&self, n: usize, hold: usize, at: Instant, lost: bool);
     /// An acquire attempt failed.
@@ -54,9 +54,9 @@ pub(crate) struct Local {
 }
 
 impl Recorder for Local {
-    fn acquired(&self, n: usize, token: u64) -> usize {
+    fn acquired(&self, n: usize, token: u64, asked: Instant) -> usize {
         self.counters.acquisitions.fetch_add(1, Ordering::SeqCst);
-        self.histories[n].acquired(&self.who, token)
+        self.histories[n].acquired_at(&self.who, token, asked, Instant::now())
     }
 
     fn ended(&self, n: usize, hold: usize, at: Instant, lost: bool) {
@@ -92,6 +92,7 @@ pub(crate) async fn contend<R: Recorder>(
         .wait(Duration::from_secs(3));
     while !stop.load(Ordering::SeqCst) {
         let n = rng.random_range(0..w.names.len());
+        let asked = Instant::now();
         let g = match w.lock.acquire(&w.names[n], &opts).await {
             Ok(g) => g,
             Err(e) => {
@@ -103,7 +104,7 @@ pub(crate) async fn contend<R: Recorder>(
             }
         };
         let token = g.fencing_token();
-        let i = rec.acquired(n, token);
+        let i = rec.acquired(n, token, asked);
         let watcher = {
             let (lost, rec) = (g.lost(), Arc::clone(rec));
             tokio::spawn(async move {
@@ -186,9 +187,11 @@ impl Clock {
 struct Lines(AtomicUsize);
 
 impl Recorder for Lines {
-    fn acquired(&self, n: usize, token: u64) -> usize {
+    fn acquired(&self, n: usize, token: u64, asked: Instant) -> usize {
         let id = self.0.fetch_add(1, Ordering::SeqCst);
-        println!("HELD {id} {n} {token} {}", mono_ns());
+        let now = mono_ns();
+        let waited = asked.elapsed().as_nanos() as i128;
+        println!("HELD {id} {n} {token} {now} {}", now - waited);
         id
     }
 
@@ -377,9 +380,10 @@ impl ProcClient {
                         else {
                             continue;
                         };
+                        let asked = clock.at(int(5).unwrap_or(ns));
                         if let Some(h) = histories.get(n as usize) {
                             counters.acquisitions.fetch_add(1, Ordering::SeqCst);
-                            let idx = h.acquired_at(&who, token as u64, clock.at(ns));
+                            let idx = h.acquired_at(&who, token as u64, asked, clock.at(ns));
                             holds.insert(id as usize, (n as usize, idx, false));
                         }
                     }
