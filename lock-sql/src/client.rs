@@ -6,6 +6,8 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
+use lock_core::backend::local_queue::Turn;
+use lock_core::backend::{Deadline, LocalQueue};
 use lock_core::LockError;
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::AssertSqlSafe;
@@ -75,6 +77,20 @@ impl SqlClient {
     /// shared by every client of the same database and table.
     pub(crate) fn queue_key(&self, name: &str) -> String {
         lock_core::backend::local_queue::key(self.cfg.driver_url(), &self.cfg.table, name)
+    }
+
+    /// Waits for this acquisition's turn among this process's waiters for `name` (arrival
+    /// order; only the head talks to the database); a try (`try_only`) does not queue.
+    pub(crate) async fn local_turn(
+        &self,
+        name: &str,
+        try_only: bool,
+        deadline: &Deadline,
+    ) -> Option<Turn> {
+        match try_only {
+            false => Some(LocalQueue::wait_turn(self.queue_key(name), deadline).await),
+            true => None,
+        }
     }
 
     /// Creates the tables (and counter) that are missing. Safe when many processes start at

@@ -36,14 +36,18 @@ pub enum Mode {
     /// A row per name locked by `SELECT … FOR UPDATE` in a transaction held open on a dedicated
     /// connection for the life of the guard.
     ForUpdate,
+    /// The database's own advisory lock (PostgreSQL `pg_advisory_lock`, MySQL/MariaDB
+    /// `GET_LOCK`) held by a dedicated connection for the life of the guard; no lock table.
+    Advisory,
 }
 
 impl Mode {
-    /// `row` or `for_update`.
+    /// `row`, `for_update` or `advisory`.
     pub fn label(self) -> &'static str {
         match self {
             Mode::Row => "row",
             Mode::ForUpdate => "for_update",
+            Mode::Advisory => "advisory",
         }
     }
 }
@@ -52,18 +56,22 @@ impl Mode {
 pub const DEFAULT_ROW_TABLE: &str = "distlock_locks";
 /// The default lock table (for_update mode).
 pub const DEFAULT_FOR_UPDATE_TABLE: &str = "distlock_rows";
+/// The default table name (advisory mode): it names the fencing counter (`<table>_fence` on
+/// PostgreSQL, `<table>_fences` on MySQL/MariaDB) and namespaces the advisory keys.
+pub const DEFAULT_ADVISORY_TABLE: &str = "distlock_advisory";
 
 /// Everything a SQL lock client needs.
 #[derive(Clone, Debug)]
 pub struct SqlConfig {
     /// Which database.
     pub dialect: Dialect,
-    /// Row or for_update.
+    /// Row, for_update or advisory.
     pub mode: Mode,
-    /// Lock table name (validated identifier).
+    /// Lock table name (validated identifier). In advisory mode it holds no locks: it names
+    /// the fencing counter and namespaces the advisory keys.
     pub table: String,
-    /// Largest number of pooled connections (default 16 in row mode; 100 in for_update mode,
-    /// where every held lock keeps one connection).
+    /// Largest number of pooled connections (default 16 in row mode; 100 in for_update and
+    /// advisory modes, where every held lock keeps one connection).
     pub max_connections: u32,
     /// How long to wait for a connection (bounds how fast an unreachable database is reported).
     pub connect_timeout: Duration,
@@ -118,6 +126,12 @@ pub fn validate_table(table: &str) -> Result<(), LockError> {
 impl SqlConfig {
     /// Parses a `postgres://`, `postgresql://`, `mysql://`, `mariadb://` or `sqlite://` URL.
     ///
+    /// Parameters: `mode` = `row` (the default; every dialect), `for_update` (PostgreSQL,
+    /// MySQL/MariaDB) or `advisory` (PostgreSQL ≥ 14, MySQL/MariaDB: the database's advisory
+    /// locks, see the crate docs); `table` (default `distlock_locks`, `distlock_rows`,
+    /// `distlock_advisory` by mode); `max_connections` (default 16 in row mode, 100 otherwise);
+    /// `connect_timeout` (default 5 s); sqlx's own TLS and connection parameters pass through.
+    ///
     /// # Errors
     /// [`LockError::InvalidConfig`] quoting the bad part (never the password).
     pub fn from_url(url: &str) -> Result<Self, LockError> {
@@ -137,25 +151,27 @@ impl SqlConfig {
         let mode = match params.take("mode").as_deref() {
             None | Some("row") => Mode::Row,
             Some("for_update") => Mode::ForUpdate,
+            Some("advisory") => Mode::Advisory,
             Some(other) => {
                 return Err(LockError::invalid_config(format!(
-                    "parameter `mode={other}` in {:?}: use mode=row or mode=for_update",
-                    parsed.redacted()
-                )))
+                "parameter `mode={other}` in {:?}: use mode=row, mode=for_update or mode=advisory",
+                parsed.redacted()
+            )))
             }
         };
         let table = params.take("table").unwrap_or_else(|| {
             match mode {
                 Mode::Row => DEFAULT_ROW_TABLE,
                 Mode::ForUpdate => DEFAULT_FOR_UPDATE_TABLE,
+                Mode::Advisory => DEFAULT_ADVISORY_TABLE,
             }
             .to_owned()
         });
-        // for_update holds one pooled connection per held lock: size the pool for the number of
-        // locks held at once.
+        // for_update and advisory hold one pooled connection per held lock: size the pool for
+        // the number of locks held at once.
         let default_pool = match mode {
             Mode::Row => 16,
-            Mode::ForUpdate => 100,
+            Mode::ForUpdate | Mode::Advisory => 100,
         };
         let max_connections = params
             .take_u64("max_connections")?
@@ -189,7 +205,7 @@ impl SqlConfig {
         Ok(cfg)
     }
 
-    /// Checks the combination: identifier rules, and no `for_update` on SQLite.
+    /// Checks the combination: identifier rules, and no `for_update` or `advisory` on SQLite.
     ///
     /// # Errors
     /// [`LockError::InvalidConfig`].
@@ -198,6 +214,12 @@ impl SqlConfig {
         if self.dialect == Dialect::Sqlite && self.mode == Mode::ForUpdate {
             return Err(LockError::invalid_config(format!(
                 "mode=for_update is not available on SQLite ({:?}): SQLite has no SELECT … FOR UPDATE; use mode=row",
+                self.redacted
+            )));
+        }
+        if self.dialect == Dialect::Sqlite && self.mode == Mode::Advisory {
+            return Err(LockError::invalid_config(format!(
+                "mode=advisory is not available on SQLite ({:?}): SQLite has no advisory (named) locks; use mode=row",
                 self.redacted
             )));
         }
@@ -257,10 +279,16 @@ mod tests {
             (Dialect::Postgres, Mode::ForUpdate, "t1")
         );
         assert_eq!(c.driver_url(), "postgres://u:pw@h:5432/db");
+        let c = SqlConfig::from_url("mariadb://u@h/db?mode=advisory").unwrap();
+        assert_eq!(
+            (c.dialect, c.mode, c.table.as_str(), c.max_connections),
+            (Dialect::MySql, Mode::Advisory, DEFAULT_ADVISORY_TABLE, 100)
+        );
         let c = SqlConfig::from_url("sqlite://./x.db").unwrap();
         assert_eq!(c.driver_url(), "sqlite://./x.db?mode=rwc");
         for (bad, quoted) in [
             ("sqlite://./x.db?mode=for_update", "for_update"),
+            ("sqlite://./x.db?mode=advisory", "no advisory"),
             ("postgres://h/db?mode=exclusive", "mode=exclusive"),
             ("postgres://h/db?table=x;drop", "x;drop"),
             ("postgres://h/db?table=1abc", "1abc"),

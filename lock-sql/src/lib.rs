@@ -1,4 +1,4 @@
-//! distlock's SQL backend: PostgreSQL, MySQL/MariaDB and SQLite, in two modes.
+//! distlock's SQL backend: PostgreSQL, MySQL/MariaDB and SQLite, in three modes.
 //!
 //! * **Row mode** (`mode=row`, the default; every dialect): a lock table (default
 //!   `distlock_locks`, created if missing) with one row per held lock: `name` (primary key,
@@ -12,6 +12,15 @@
 //!   after the row lock is granted; release commits. A crashed holder's lock frees when the
 //!   database sees its connection close, or after 2 × ttl of silence (the transaction's idle
 //!   bound). SQLite has no `FOR UPDATE`: asking for it is `InvalidConfig`.
+//! * **advisory mode** (`mode=advisory`; PostgreSQL ≥ 14 and MySQL/MariaDB): the database's own
+//!   advisory lock — PostgreSQL's session-level `pg_advisory_lock` on a 64-bit key,
+//!   MySQL/MariaDB's `GET_LOCK` — held by a dedicated pooled connection for the life of the
+//!   guard; no lock table (the default name `distlock_advisory` names the token counter and
+//!   namespaces the keys). The key is a SHA-256 digest of `<table>:<name>` (PostgreSQL: its
+//!   first 8 bytes, so two names could in principle share a key and then exclude each other;
+//!   MySQL/MariaDB: all 64 hex digits, which also keeps names differing only in case apart). A
+//!   crashed holder's lock frees when the database sees its connection close, or after 2 × ttl
+//!   of silence. SQLite has no advisory locks: asking for them is `InvalidConfig`.
 //!
 //! # Fencing tokens
 //! Every token is drawn only once the lock is won, from a counter that survives the lock row's
@@ -21,6 +30,7 @@
 //! |---|---|---|---|
 //! | row | per-name counter `<table>_fences`, bumped in the acquiring statement | per-name counter `<table>_fences`, bumped by a second statement while the row is held | one counter row `<table>_fence` for the table (kept by triggers); a takeover gets `max(counter + 1, old + 1)` |
 //! | for_update | sequence `<table>_fence`, `nextval` in the locking statement | `AUTO_INCREMENT` table `<table>_fences` (`REPLACE` in the lock transaction after the locking read) | – |
+//! | advisory | sequence `<table>_fence`, `nextval` once the lock is granted | `AUTO_INCREMENT` table `<table>_fences` (`REPLACE`, autocommitted, once the lock is granted) | – |
 //!
 //! Tokens strictly increase per name as long as these tables and the sequence are not dropped
 //! or reset. MySQL/MariaDB for_update tables created by an earlier version (which drew from a
@@ -44,27 +54,30 @@
 //! PostgreSQL wakes heads by `LISTEN/NOTIFY` (one listener connection per client, the release
 //! statement notifies); MySQL and SQLite heads back off with jitter, 2 ms → 100 ms; every head
 //! also wakes at the holder's expiry. Row mode is FIFO within a process, not across processes.
-//! for_update heads wait in the database's lock queue (FIFO on PostgreSQL), bounded by
-//! `lock_timeout` (PostgreSQL, ms) or `innodb_lock_wait_timeout` (MySQL, whole seconds rounded
-//! up, one hour at most per statement and repeated for longer or endless waits). A zero wait
-//! tries once, on a name never used before too.
+//! for_update and advisory heads wait in the database's lock queue (FIFO on PostgreSQL; MySQL's
+//! `GET_LOCK` queue is not documented as FIFO, so no claim there), bounded by
+//! `lock_timeout` (PostgreSQL, ms) or `innodb_lock_wait_timeout` (MySQL for_update, whole seconds
+//! rounded up) / `GET_LOCK`'s timeout (MySQL advisory, fractional seconds), one hour at most per
+//! statement on MySQL and repeated for longer or endless waits. A zero wait tries once, on a
+//! name never used before too.
 //!
 //! # Cancel safety
 //! A row-mode acquisition attempt runs to completion in its own task; if the acquire was
 //! dropped meanwhile, the attempt deletes the row it won. Once the attempt has answered, a
 //! dropped acquire deletes the row until the guard owns it (including while the guard's start
 //! renews a late reply). A dropped for_update acquire rolls back its transaction before the
-//! connection is reused.
+//! connection is reused. A dropped advisory acquire closes its connection (the database frees
+//! whatever it was granted) instead of returning it to the pool.
 //!
 //! # Pooling
-//! One sqlx pool per client (`max_connections`, default 16 in row mode, 100 in for_update mode);
-//! a for_update guard holds one pooled connection while held, and the waiters of one process
+//! One sqlx pool per client (`max_connections`, default 16 in row mode, 100 in for_update and
+//! advisory modes); a for_update or advisory guard holds one pooled connection while held, and the waiters of one process
 //! for one name hold one between them (the head's). Lock names, tokens and durations are
 //! always bound parameters; the table name is the only text in SQL and is validated as an
 //! identifier.
 //!
 //! # Servers tested
-//! PostgreSQL 15 (row, for_update), MariaDB 10.11 (row, for_update) and the SQLite bundled by
+//! PostgreSQL 15 (row, for_update, advisory), MariaDB 10.11 (row, for_update, advisory) and the SQLite bundled by
 //! sqlx (row) run the whole test suite. MySQL 8: every MySQL/MariaDB statement is SQL that
 //! MySQL 8 documents (no sequences, `SET STATEMENT` or `RETURNING`; a unit test checks the
 //! statement texts), but no MySQL server has run the tests.
@@ -73,19 +86,23 @@
 //! | file | what it holds |
 //! |---|---|
 //! | `lock.rs` | [`SqlLock`], the public client, and [`connect`]: picks the mode's lock type once |
-//! | `client.rs` | what both modes share: the pool and its session settings, the label, the lock tables' creation, the waiter-queue key |
+//! | `client.rs` | what every mode shares: the pool and its session settings, the label, the lock tables' creation, the waiter-queue key |
 //! | `row.rs` | row mode: its acquire loop, `inspect`, and the guard's lease (take, renew, release of the row) |
 //! | `for_update/mod.rs` | for_update mode: its acquire loop, `inspect`, and the guard's lease (the open transaction) |
-//! | `for_update/bounds.rs` | for_update: the database's idle and lock-wait bounds on the lock transaction, rounded never to end early |
+//! | `advisory.rs` | advisory mode: the key of a name, its acquire loop, `inspect`, and the guard's lease (the session holding the advisory lock) |
+//! | `held.rs` | for_update and advisory: a lock held by one connection, its loss and its liveness ping |
+//! | `for_update/bounds.rs` | for_update and advisory: the database's idle and lock-wait bounds on the lock session, rounded never to end early |
 //! | `notify.rs` | row mode on PostgreSQL: the shared `LISTEN` connection that wakes waiters on release |
 //! | `statements/` | every SQL statement: `postgres.rs`, `mysql.rs`, `sqlite.rs` hold each dialect's texts, `sets.rs` what each statement must do and the invariant it keeps, `mod.rs` the choice of dialect |
 //! | `config.rs` | [`SqlConfig`]: what a URL selects (dialect, mode, table, pool) |
 //! | `error.rs` | the one place sqlx errors become [`LockError`](lock_core::LockError)s |
 
+mod advisory;
 mod client;
 pub mod config;
 mod error;
 mod for_update;
+mod held;
 mod lock;
 mod notify;
 mod row;

@@ -1,5 +1,6 @@
 //! [`SqlLock`]: the public client. It connects once ([`SqlClient`]) and hands every operation
-//! to its mode's lock type, [`RowLock`] or [`ForUpdateLock`], chosen here and only here.
+//! to its mode's lock type, [`RowLock`], [`ForUpdateLock`] or [`AdvisoryLock`], chosen here and
+//! only here.
 
 use std::fmt;
 use std::sync::Arc;
@@ -9,13 +10,14 @@ use lock_core::backend::{Attempt, LockBackend};
 use lock_core::{AcquireOptions, Capabilities, DistributedLock, LockError, LockGuard, LockInfo};
 use sqlx::AnyPool;
 
+use crate::advisory::AdvisoryLock;
 use crate::client::SqlClient;
 use crate::config::{Mode, SqlConfig};
 use crate::for_update::ForUpdateLock;
 use crate::row::RowLock;
 
 /// A distributed lock on one SQL database: one client with its own connection pool, in the
-/// mode its [`SqlConfig`] names (row or for_update; the crate docs say what each guarantees).
+/// mode its [`SqlConfig`] names (row, for_update or advisory; the crate docs say what each guarantees).
 /// Implements [`DistributedLock`]; share it behind an `Arc`. A guard holds its own handle on
 /// the pool, so it stays usable after the `SqlLock` it came from is dropped.
 pub struct SqlLock {
@@ -39,7 +41,7 @@ impl SqlLock {
     /// database is reached at least once before this returns.
     ///
     /// # Errors
-    /// [`LockError::InvalidConfig`] for a bad configuration (for_update on SQLite, a bad table
+    /// [`LockError::InvalidConfig`] for a bad configuration (for_update or advisory on SQLite, a bad table
     /// name or URL, refused credentials, missing privileges), [`LockError::Unavailable`] when
     /// the database cannot be reached within `connect_timeout`.
     pub async fn connect(cfg: SqlConfig) -> Result<Self, LockError> {
@@ -47,6 +49,7 @@ impl SqlLock {
         let mode: Box<dyn LockBackend> = match client.cfg.mode {
             Mode::Row => Box::new(RowLock::new(Arc::clone(&client))),
             Mode::ForUpdate => Box::new(ForUpdateLock::new(Arc::clone(&client))?),
+            Mode::Advisory => Box::new(AdvisoryLock::new(Arc::clone(&client))?),
         };
         Ok(SqlLock { client, mode })
     }
@@ -57,7 +60,8 @@ impl SqlLock {
     }
 
     /// The connection pool the locks use (for operators and tests). Statements run on it do
-    /// not take part in any lock; a for_update guard keeps one of its connections while held.
+    /// not take part in any lock; a for_update or advisory guard keeps one of its connections
+    /// while held.
     pub fn pool(&self) -> &AnyPool {
         &self.client.pool
     }

@@ -152,11 +152,8 @@ impl LockBackend for RowLock {
         let try_only = how == Attempt::Try;
         let deadline = Deadline::after(opts.wait);
         let pg = self.client.cfg.dialect == Dialect::Postgres;
-        // Waiters of this process queue here; only the head talks to the database.
-        let turn = match try_only {
-            false => Some(LocalQueue::wait_turn(self.client.queue_key(name), &deadline).await),
-            true => None,
-        };
+        // Only the head of this process's waiters talks to the database.
+        let turn = self.client.local_turn(name, try_only, &deadline).await;
         let registration = match (&self.sql.notify_channel, try_only) {
             (Some(channel), false) => {
                 self.wakeups.ensure_listener(

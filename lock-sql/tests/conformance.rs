@@ -29,3 +29,13 @@ mod mysql_for_update {
     use super::*;
     lock_core::conformance_suite!(SqlHarness::new(Dialect::MySql, Mode::ForUpdate).await);
 }
+
+mod postgres_advisory {
+    use super::*;
+    lock_core::conformance_suite!(SqlHarness::new(Dialect::Postgres, Mode::Advisory).await);
+}
+
+mod mysql_advisory {
+    use super::*;
+    lock_core::conformance_suite!(SqlHarness::new(Dialect::MySql, Mode::Advisory).await);
+}

@@ -20,7 +20,7 @@ const NOWAIT_BOUND: Duration = Duration::from_secs(1);
 /// every ttl/3, so only a holder cut off from the database (a partition, a frozen process) goes
 /// silent that long; the database then ends its session and frees the lock, and the guard,
 /// unable to ping, reports itself lost before that moment.
-pub(super) fn idle_bound(ttl: Duration) -> Duration {
+pub(crate) fn idle_bound(ttl: Duration) -> Duration {
     ttl * 2
 }
 
@@ -55,7 +55,7 @@ fn pg_lock_wait_ms(remaining: Option<Duration>) -> u64 {
 /// The `(idle, lock_wait)` values, in `dialect`'s units (PostgreSQL ms, MySQL s), for a lock
 /// transaction with lease `ttl` whose statements may wait `wait` (`None` = forever; a `NOWAIT`
 /// attempt's other statements get [`NOWAIT_BOUND`]).
-pub(super) fn tx_bounds(
+pub(crate) fn tx_bounds(
     dialect: Dialect,
     ttl: Duration,
     wait: Option<Duration>,

@@ -3,7 +3,8 @@
 //! token ([`ForUpdateLease`]); release commits. The statements are in
 //! `statements/<dialect>.rs`.
 //!
-//! The waiters of one process queue in arrival order ([`LocalQueue`]) and only the head holds
+//! The waiters of one process queue in arrival order
+//! ([`LocalQueue`](lock_core::backend::LocalQueue)) and only the head holds
 //! a connection, waiting in the database's own lock queue, bounded by its lock-wait setting
 //! (PostgreSQL `lock_timeout` in milliseconds; MySQL/MariaDB `innodb_lock_wait_timeout` in whole
 //! seconds rounded up, at most an hour per statement, repeated while the caller waits longer or
@@ -19,9 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::backend::{
-    Attempt, Deadline, GuardParts, Lease, LocalQueue, LockBackend, LostSignal,
-};
+use lock_core::backend::{Attempt, Deadline, GuardParts, Lease, LockBackend, LostSignal};
 use lock_core::{
     AcquireOptions, Capabilities, CrashRelease, LockError, LockGuard, LockInfo, Wakeup,
 };
@@ -33,9 +32,10 @@ use tokio::time::Instant;
 use crate::client::SqlClient;
 use crate::config::Dialect;
 use crate::error::{classify, is_connection_gone, map, Failure};
+use crate::held::Held;
 use crate::statements::{self, ForUpdateStatements};
 
-mod bounds;
+pub(crate) mod bounds;
 
 /// Conflicts (deadlocks, a row that had to be created, a guard won too late) per acquisition.
 const MAX_CONFLICTS: u32 = 50;
@@ -204,12 +204,9 @@ impl LockBackend for ForUpdateLock {
         let try_only = how == Attempt::Try;
         let label = &self.client.label;
         let deadline = Deadline::after(opts.wait);
-        // Waiters of this process queue here: one pooled connection per process waits in the
-        // database's lock queue instead of one per waiting task.
-        let _turn = match try_only {
-            false => Some(LocalQueue::wait_turn(self.client.queue_key(name), &deadline).await),
-            true => None,
-        };
+        // One pooled connection per process waits in the database's lock queue instead of one
+        // per waiting task.
+        let _turn = self.client.local_turn(name, try_only, &deadline).await;
         let mut budget = Budget::default();
         loop {
             let started = Instant::now();
@@ -239,9 +236,7 @@ impl LockBackend for ForUpdateLock {
                         lease: Arc::new(ForUpdateLease {
                             tx: Mutex::new(Some(tx)),
                             ping: self.sql.ping,
-                            idle: bounds::idle_bound(opts.ttl),
-                            name: name.to_owned(),
-                            label: label.clone(),
+                            held: Held::new(name, label, "row lock", bounds::idle_bound(opts.ttl)),
                         }),
                         lost: LostSignal::new(),
                     }
@@ -339,31 +334,7 @@ struct ForUpdateLease {
     tx: Mutex<Option<Transaction<'static, Any>>>,
     /// The liveness check run in the transaction.
     ping: &'static str,
-    /// How long the database keeps the session once it goes silent.
-    idle: Duration,
-    name: String,
-    label: String,
-}
-
-impl ForUpdateLease {
-    fn gone(&self) -> LockError {
-        LockError::not_held(
-            &self.name,
-            &self.label,
-            "the connection holding the row lock died, so the database released the lock",
-        )
-    }
-
-    /// [`Self::gone`], logged: the moment the connection is found gone, the lock is lost.
-    fn lost(&self, e: &sqlx::Error) -> LockError {
-        tracing::warn!(
-            backend = %self.label,
-            name = %self.name,
-            error = %e,
-            "the connection holding the row lock is gone, so the database released the lock"
-        );
-        self.gone()
-    }
+    held: Held,
 }
 
 #[async_trait]
@@ -371,35 +342,27 @@ impl Lease for ForUpdateLease {
     async fn renew(&self, _ttl: Duration) -> Result<Option<Duration>, LockError> {
         let mut slot = self.tx.lock().await;
         let Some(tx) = slot.as_mut() else {
-            return Err(self.gone());
+            return Err(self.held.gone());
         };
-        match tx.execute(self.ping).await {
-            // The database keeps a silent holder's session for `idle` after this ping (the
-            // bound set when the lock was taken; `extend` does not change it).
-            Ok(_) => Ok(Some(self.idle)),
-            Err(e) if is_connection_gone(&e) => {
-                slot.take();
-                Err(self.lost(&e))
-            }
-            Err(e) => {
-                tracing::debug!(backend = %self.label, name = %self.name, error = %e, "liveness check on the lock transaction failed");
-                Err(map(e, &self.label, Some(&self.name)))
-            }
-        }
+        // The database keeps a silent holder's session for `idle` after this ping (the bound
+        // set when the lock was taken; `extend` does not change it).
+        let outcome = tx.execute(self.ping).await;
+        self.held.pinged(outcome, &mut slot)
     }
 
     async fn release(&self) -> Result<(), LockError> {
+        let held = &self.held;
         let Some(tx) = self.tx.lock().await.take() else {
-            return Err(self.gone());
+            return Err(held.gone());
         };
         tx.commit().await.map_err(|e| {
             if is_connection_gone(&e) || matches!(e, sqlx::Error::Database(_)) {
-                self.lost(&e)
+                held.lost(&e)
             } else {
-                map(e, &self.label, Some(&self.name))
+                map(e, &held.label, Some(&held.name))
             }
         })?;
-        tracing::debug!(backend = %self.label, name = %self.name, "lock transaction committed; row lock released");
+        tracing::debug!(backend = %held.label, name = %held.name, "lock transaction committed; row lock released");
         Ok(())
     }
 }

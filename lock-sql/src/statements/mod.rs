@@ -16,7 +16,7 @@ mod postgres;
 mod sets;
 mod sqlite;
 
-pub(crate) use sets::{ClientStatements, ForUpdateStatements, RowStatements};
+pub(crate) use sets::{AdvisoryStatements, ClientStatements, ForUpdateStatements, RowStatements};
 
 use crate::config::{Dialect, Mode};
 
@@ -43,6 +43,16 @@ pub(crate) fn for_update(d: Dialect, t: &str) -> Option<ForUpdateStatements> {
     match d {
         Dialect::Postgres => Some(postgres::for_update(t)),
         Dialect::MySql => Some(mysql::for_update(t)),
+        Dialect::Sqlite => None,
+    }
+}
+
+/// Advisory mode's statements for table `t` (its fencing counter; the locks need no table);
+/// `None` on SQLite, which has no advisory locks.
+pub(crate) fn advisory(d: Dialect, t: &str) -> Option<AdvisoryStatements> {
+    match d {
+        Dialect::Postgres => Some(postgres::advisory(t)),
+        Dialect::MySql => Some(mysql::advisory(t)),
         Dialect::Sqlite => None,
     }
 }

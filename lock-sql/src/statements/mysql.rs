@@ -1,11 +1,14 @@
 //! MySQL/MariaDB's statements: row mode with a per-name token table bumped by a second
-//! statement; for_update mode with an `AUTO_INCREMENT` token table.
+//! statement; for_update mode with an `AUTO_INCREMENT` token table; advisory mode with
+//! `GET_LOCK` on a SHA-256 hex digest of the name and the same token table.
 //!
 //! Only SQL that MySQL 8 and MariaDB ≥ 10.3 both accept (no sequences, no `SET STATEMENT`, no
 //! `RETURNING`; a test below checks the texts); only the upgrade path from the sequence an
 //! earlier version created on MariaDB reads one, and only where it exists.
 
-use super::sets::{ClientStatements, Ddl, ForUpdateStatements, OldSequence, RowStatements};
+use super::sets::{
+    AdvisoryStatements, ClientStatements, Ddl, ForUpdateStatements, OldSequence, RowStatements,
+};
 use crate::config::Mode;
 
 /// Epoch milliseconds by the database clock.
@@ -32,9 +35,10 @@ pub(crate) fn client(mode: Mode, t: &str) -> ClientStatements {
         ],
         Mode::ForUpdate => vec![
             Ddl::table(t, format!("CREATE TABLE IF NOT EXISTS {t} (name VARBINARY(1024) NOT NULL PRIMARY KEY) ENGINE=InnoDB")),
-            // `{floor}`: the first token (above an earlier version's sequence, if any).
-            Ddl::table(format!("{t}_fences"), format!("CREATE TABLE IF NOT EXISTS {t}_fences (name VARBINARY(1024) NOT NULL PRIMARY KEY, fence BIGINT NOT NULL AUTO_INCREMENT, KEY (fence)) ENGINE=InnoDB AUTO_INCREMENT={{floor}}")),
+            token_table(t),
         ],
+        // The advisory locks need no table: only the token table.
+        Mode::Advisory => vec![token_table(t)],
     };
     ClientStatements {
         session: SESSION,
@@ -47,6 +51,18 @@ pub(crate) fn client(mode: Mode, t: &str) -> ClientStatements {
             next: format!("SELECT NEXTVAL({t}_fence)"),
         }),
     }
+}
+
+/// for_update's and advisory's `AUTO_INCREMENT` token table `<t>_fences`. `{floor}`: the first
+/// token (above an earlier version's sequence, if any; 1 in advisory mode).
+fn token_table(t: &str) -> Ddl {
+    Ddl::table(format!("{t}_fences"), format!("CREATE TABLE IF NOT EXISTS {t}_fences (name VARBINARY(1024) NOT NULL PRIMARY KEY, fence BIGINT NOT NULL AUTO_INCREMENT, KEY (fence)) ENGINE=InnoDB AUTO_INCREMENT={{floor}}"))
+}
+
+/// Draws the next token from the token table (its `AUTO_INCREMENT` value is the statement's last
+/// insert id); `REPLACE` keeps one row per name, holding that name's latest token.
+fn draw_token(t: &str) -> String {
+    format!("REPLACE INTO {t}_fences (name) VALUES (?)")
 }
 
 pub(crate) fn row(t: &str) -> RowStatements {
@@ -92,7 +108,36 @@ pub(crate) fn for_update(t: &str) -> ForUpdateStatements {
         lock_row: format!("SELECT name FROM {t} WHERE name = ? FOR UPDATE"),
         try_lock_row: format!("SELECT name FROM {t} WHERE name = ? FOR UPDATE NOWAIT"),
         peek_row: format!("SELECT name FROM {t} WHERE name = ? FOR UPDATE NOWAIT"),
-        draw_token: Some(format!("REPLACE INTO {t}_fences (name) VALUES (?)")),
+        draw_token: Some(draw_token(t)),
+        ping: "SELECT 1",
+    }
+}
+
+/// The `GET_LOCK` name of the name bound first, for table `t`: the 64 lowercase hex digits of
+/// SHA-256(`<t>:<name>`). Exactly the 64 characters `GET_LOCK` allows, whatever the name's
+/// length, and never folded together by the server's case-insensitive lock names.
+fn advisory_key(t: &str) -> String {
+    format!("SHA2(CONCAT('{t}:', ?), 256)")
+}
+
+/// Session: how long the server keeps a silent holder's connection (s).
+fn advisory_idle(idle: u64) -> String {
+    format!("SET SESSION wait_timeout = {idle}")
+}
+
+pub(crate) fn advisory(t: &str) -> AdvisoryStatements {
+    let key = advisory_key(t);
+    AdvisoryStatements {
+        lock_wait: None,
+        // GET_LOCK: 1 granted, 0 timed out, NULL an error (made -1).
+        lock: format!("SELECT CAST(COALESCE(GET_LOCK({key}, ?), -1) AS SIGNED)"),
+        try_lock: format!("SELECT CAST(COALESCE(GET_LOCK({key}, 0), -1) AS SIGNED)"),
+        unlock: format!("SELECT CAST(COALESCE(RELEASE_LOCK({key}), -1) AS SIGNED)"),
+        held: format!("SELECT CAST(COALESCE(IS_USED_LOCK({key}), 0) AS SIGNED)"),
+        draw_token: draw_token(t),
+        token_in_row: false,
+        idle: advisory_idle,
+        reset: "SET SESSION wait_timeout = @@GLOBAL.wait_timeout",
         ping: "SELECT 1",
     }
 }
@@ -105,7 +150,7 @@ mod tests {
     /// of an earlier version's MariaDB sequence is separate and guarded by its existence).
     #[test]
     fn mysql_statements_are_portable_to_mysql_8() {
-        let (r, f) = (row("t"), for_update("t"));
+        let (r, f, a) = (row("t"), for_update("t"), advisory("t"));
         let mut all = vec![
             r.acquire,
             r.lookup,
@@ -118,11 +163,18 @@ mod tests {
             (f.bounds)(3, 1),
             f.ping.to_owned(),
             OBJECT_EXISTS.to_owned(),
+            a.lock,
+            a.try_lock,
+            a.unlock,
+            a.held,
+            a.draw_token,
+            (a.idle)(3),
+            a.reset.to_owned(),
         ];
         all.extend(r.bump);
         all.extend(f.draw_token);
         all.extend(SESSION.iter().map(|s| (*s).to_owned()));
-        for mode in [Mode::Row, Mode::ForUpdate] {
+        for mode in [Mode::Row, Mode::ForUpdate, Mode::Advisory] {
             all.extend(client(mode, "t").schema.into_iter().map(|d| d.sql));
         }
         for sql in &all {

@@ -1,7 +1,8 @@
 //! PostgreSQL's statements: row mode with a per-name token table and `NOTIFY` on release;
-//! for_update mode with a token sequence drawn in the locking statement.
+//! for_update mode with a token sequence drawn in the locking statement; advisory mode with
+//! session-level advisory locks on a 64-bit key and the same token sequence.
 
-use super::sets::{ClientStatements, Ddl, ForUpdateStatements, RowStatements};
+use super::sets::{AdvisoryStatements, ClientStatements, Ddl, ForUpdateStatements, RowStatements};
 use crate::config::Mode;
 
 /// Epoch milliseconds by the database clock (`clock_timestamp`, not the transaction start).
@@ -27,8 +28,10 @@ pub(crate) fn client(mode: Mode, t: &str) -> ClientStatements {
         ],
         Mode::ForUpdate => vec![
             Ddl::table(t, format!("CREATE TABLE IF NOT EXISTS {t} (name TEXT PRIMARY KEY)")),
-            Ddl::table(format!("{t}_fence"), format!("CREATE SEQUENCE IF NOT EXISTS {t}_fence")),
+            token_sequence(t),
         ],
+        // The advisory locks need no table: only the token sequence.
+        Mode::Advisory => vec![token_sequence(t)],
     };
     ClientStatements {
         session: &[],
@@ -37,6 +40,14 @@ pub(crate) fn client(mode: Mode, t: &str) -> ClientStatements {
         schema,
         old_sequence: None,
     }
+}
+
+/// for_update's and advisory's token sequence `<t>_fence`.
+fn token_sequence(t: &str) -> Ddl {
+    Ddl::table(
+        format!("{t}_fence"),
+        format!("CREATE SEQUENCE IF NOT EXISTS {t}_fence"),
+    )
 }
 
 pub(crate) fn row(t: &str) -> RowStatements {
@@ -90,6 +101,48 @@ pub(crate) fn for_update(t: &str) -> ForUpdateStatements {
         try_lock_row: format!("SELECT nextval('{t}_fence') FROM (SELECT name FROM {t} WHERE name = $1 FOR UPDATE NOWAIT) AS locked"),
         peek_row: format!("SELECT name FROM {t} WHERE name = $1 FOR UPDATE NOWAIT"),
         draw_token: None,
+        ping: "SELECT 1",
+    }
+}
+
+/// The advisory key of the name bound as `$1` for table `t`: the first 8 bytes of
+/// SHA-256(`<t>:<name>`) as a signed 64-bit integer (stable across versions and platforms).
+fn advisory_key(t: &str) -> String {
+    format!("('x' || left(encode(sha256(convert_to('{t}:' || $1, 'UTF8')), 'hex'), 16))::bit(64)::bigint")
+}
+
+/// Session-level: how long `pg_advisory_lock` waits (ms, 0 = forever). The connection check
+/// makes a waiter whose client went away (a cancelled acquire closes its connection) leave the
+/// lock queue within 250 ms instead of taking the lock on behalf of nobody.
+fn advisory_lock_wait(lock_wait: u64) -> String {
+    format!("SET lock_timeout = {lock_wait}; SET client_connection_check_interval = 250")
+}
+
+/// Session-level: how long the server keeps a silent holder's session (ms).
+fn advisory_idle(idle: u64) -> String {
+    format!("SET idle_session_timeout = {idle}")
+}
+
+pub(crate) fn advisory(t: &str) -> AdvisoryStatements {
+    let key = advisory_key(t);
+    AdvisoryStatements {
+        lock_wait: Some(advisory_lock_wait),
+        // `pg_advisory_lock` returns `void` (printed as ''): made a 1.
+        lock: format!("SELECT CAST(length(pg_advisory_lock({key})::text) + 1 AS BIGINT)"),
+        try_lock: format!("SELECT CAST(CAST(pg_try_advisory_lock({key}) AS INT) AS BIGINT)"),
+        unlock: format!("SELECT CAST(CAST(pg_advisory_unlock({key}) AS INT) AS BIGINT)"),
+        // A bigint key shows in pg_locks as classid (high 32 bits), objid (low), objsubid 1.
+        held: format!(
+            "WITH k AS (SELECT {key} AS k) SELECT count(*) FROM pg_locks, k \
+             WHERE locktype = 'advisory' AND granted AND objsubid = 1 \
+             AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
+             AND classid = ((k.k >> 32) & 4294967295)::oid AND objid = (k.k & 4294967295)::oid"
+        ),
+        draw_token: format!("SELECT nextval('{t}_fence')"),
+        token_in_row: true,
+        idle: advisory_idle,
+        reset:
+            "RESET lock_timeout; RESET client_connection_check_interval; RESET idle_session_timeout",
         ping: "SELECT 1",
     }
 }

@@ -1,5 +1,6 @@
 //! What every dialect supplies: the statements a client runs at connect ([`ClientStatements`]),
-//! in row mode ([`RowStatements`]) and in for_update mode ([`ForUpdateStatements`]), each with
+//! in row mode ([`RowStatements`]), in for_update mode ([`ForUpdateStatements`]) and in advisory
+//! mode ([`AdvisoryStatements`]), each with
 //! the invariant it keeps. The texts themselves are in `postgres.rs`, `mysql.rs`, `sqlite.rs`.
 
 /// One schema statement and the table or sequence it creates.
@@ -105,5 +106,44 @@ pub(crate) struct ForUpdateStatements {
     /// name, holding that name's latest token.
     pub draw_token: Option<String>,
     /// The guard's liveness check on its open transaction (also resets the idle bound).
+    pub ping: &'static str,
+}
+
+/// Advisory mode: the database's own named locks, held by a session (a dedicated pooled
+/// connection) for the guard's life. Every lock statement binds the lock name first; the
+/// database-side key is a SHA-256 digest of `<table>:<name>` (PostgreSQL: its first 8 bytes as a
+/// `bigint`; MySQL/MariaDB: all 64 hex digits as the `GET_LOCK` name), so any name of any length
+/// and case maps to a key of the database's fixed size, and clients of different tables never
+/// share one.
+#[derive(Debug, Clone)]
+pub(crate) struct AdvisoryStatements {
+    /// PostgreSQL: sets, on the session, how long `lock` waits (ms, 0 = forever); run before
+    /// every `lock`. `None` on MySQL, where the wait is `lock`'s second parameter (seconds,
+    /// fractional).
+    pub lock_wait: Option<fn(lock_wait_ms: u64) -> String>,
+    /// Take the lock, waiting in the database's queue. One BIGINT: 1 granted, 0 the wait ran out
+    /// (MySQL; PostgreSQL fails with `55P03` instead), anything else an error.
+    pub lock: String,
+    /// Take the lock without waiting. One BIGINT: 1 granted, 0 held by another session.
+    pub try_lock: String,
+    /// Release the lock this session holds. One BIGINT: 1 released, anything else: this
+    /// session did not hold it.
+    pub unlock: String,
+    /// Whether anyone holds the lock (for `inspect`): one BIGINT, > 0 when held.
+    pub held: String,
+    /// Draw the next fencing token once the lock is granted, from the same counter as
+    /// for_update mode (PostgreSQL: returns the sequence's `nextval`; MySQL: the
+    /// `AUTO_INCREMENT` value, read as the statement's last insert id).
+    /// Invariant: drawn only while the lock is held, from a counter that never goes back.
+    pub draw_token: String,
+    /// Whether `draw_token` returns the token as a row (PostgreSQL) or as the last insert id.
+    pub token_in_row: bool,
+    /// Sets how long the database keeps the session once it goes silent (PostgreSQL ms,
+    /// MySQL s); run on the held connection once the lock is granted.
+    pub idle: fn(idle: u64) -> String,
+    /// Puts back the session settings `lock_wait` and `idle` changed, before the connection
+    /// returns to the pool.
+    pub reset: &'static str,
+    /// The guard's liveness check on its session.
     pub ping: &'static str,
 }

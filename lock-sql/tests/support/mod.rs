@@ -62,7 +62,7 @@ impl SqlHarness {
             Dialect::Sqlite => sqlite_url(),
         };
         let mut url = with_mode(&base, mode);
-        if mode == Mode::ForUpdate {
+        if mode != Mode::Row {
             // One connection per held lock: the suite holds 1,000 at once.
             url.push_str("&max_connections=1100");
         }
@@ -89,6 +89,32 @@ impl SqlHarness {
         match self.dialect {
             Dialect::Postgres => pg.replace("{t}", t),
             _ => other.replace("{t}", t),
+        }
+    }
+
+    /// advisory: kill the connection holding the advisory lock of `name` (its key as
+    /// `statements/<dialect>.rs` computes it).
+    async fn kill_advisory_holder(&self, name: &str) {
+        let pool = self.admin.pool();
+        let sql = self.q(
+            "SELECT count(pg_terminate_backend(l.pid)) FROM pg_locks l, \
+             (SELECT ('x' || left(encode(sha256(convert_to('{t}:' || $1, 'UTF8')), 'hex'), 16))::bit(64)::bigint AS k) k \
+             WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 \
+             AND l.classid = ((k.k >> 32) & 4294967295)::oid AND l.objid = (k.k & 4294967295)::oid",
+            "SELECT CAST(COALESCE(IS_USED_LOCK(SHA2(CONCAT('{t}:', ?), 256)), 0) AS SIGNED)",
+        );
+        let row = sqlx::query(AssertSqlSafe(sql))
+            .bind(name)
+            .fetch_one(pool)
+            .await
+            .unwrap();
+        let found: i64 = row.try_get(0).unwrap();
+        assert!(found > 0, "no connection held {name:?}");
+        if self.dialect == Dialect::MySql {
+            sqlx::query(AssertSqlSafe(format!("KILL {found}")))
+                .execute(pool)
+                .await
+                .unwrap();
         }
     }
 
@@ -213,6 +239,7 @@ impl Harness for SqlHarness {
                 assert_eq!(n.rows_affected(), 1);
             }
             Mode::ForUpdate => self.kill_row_holder(name).await,
+            Mode::Advisory => self.kill_advisory_holder(name).await,
         }
     }
 
@@ -230,7 +257,9 @@ impl Harness for SqlHarness {
                     .unwrap();
                 row.try_get::<i64, _>(0).unwrap() as usize
             }
-            Mode::ForUpdate => usize::from(self.admin.inspect(name).await.unwrap().held),
+            Mode::ForUpdate | Mode::Advisory => {
+                usize::from(self.admin.inspect(name).await.unwrap().held)
+            }
         }
     }
 

@@ -1,0 +1,365 @@
+//! advisory mode ([`AdvisoryLock`]): the database's own named locks, held by a session. A guard
+//! owns a dedicated pooled connection whose session holds the lock ([`AdvisoryLease`]):
+//! PostgreSQL's session-level `pg_advisory_lock` on a 64-bit key, MySQL/MariaDB's `GET_LOCK`
+//! on a 64-character name. The statements are in `statements/<dialect>.rs`.
+//!
+//! # Keys
+//! The key is a SHA-256 digest of `<table>:<name>` computed by the database: PostgreSQL takes
+//! its first 8 bytes as the `bigint` key, MySQL/MariaDB all 64 hex digits as the `GET_LOCK`
+//! name (its limit is 64 characters, and lock names compare case-insensitively: a hex digest is
+//! lowercase whatever the name, so `Job` and `job` stay two locks). Names of any length map to
+//! a key; the table name keeps clients of different tables apart.
+//!
+//! Two different names sharing a key: on MySQL/MariaDB that needs a SHA-256 collision. On
+//! PostgreSQL the key has 64 bits, so a collision is possible in principle (among a million
+//! names, the chance that any two share a key is about 3 in 10⁸). Its only effect is that the two names share one lock: they exclude each other
+//! (never the reverse: no two holders of one name can both be granted), and each keeps its own
+//! increasing tokens; a holder of one that then waits for the other on another connection
+//! waits until it lets go. No row records the name: the mode keeps no table of its locks.
+//!
+//! # Waiting
+//! The waiters of one process queue in arrival order
+//! ([`LocalQueue`](lock_core::backend::LocalQueue)) and only the head holds a
+//! connection, waiting in the database: PostgreSQL `pg_advisory_lock` bounded by the session's
+//! `lock_timeout` (ms, 0 = forever; its lock manager queues waiters in order, so the mode is
+//! FIFO across processes); MySQL/MariaDB `GET_LOCK(key, seconds)` (fractional seconds, one hour
+//! at most per call, repeated for longer or endless waits; its metadata-lock queue is not
+//! documented as FIFO, so the mode does not claim it there). A zero wait tries once
+//! (`pg_try_advisory_lock`, `GET_LOCK(key, 0)`).
+//!
+//! # Fencing, loss, release
+//! Tokens are drawn after the lock is granted from for_update's counters: PostgreSQL's sequence
+//! `<table>_fence`, MySQL/MariaDB's `AUTO_INCREMENT` table `<table>_fences` (committed at
+//! once: autocommit). If the connection dies the database releases the lock; the guard's
+//! liveness check (a ping every ttl/3) then reports it lost, and the database ends a session
+//! silent for 2 × ttl (PostgreSQL `idle_session_timeout`, so PostgreSQL ≥ 14; MySQL
+//! `wait_timeout`). Release unlocks on the same connection, puts the session settings back and
+//! returns it to the pool.
+//!
+//! # Cancel safety
+//! Whenever the lock may be held by a connection nobody will release it on (a dropped acquire,
+//! a failed release, a guard won too late), the connection is closed instead of returned to the
+//! pool: the database then frees the lock. A PostgreSQL waiter whose acquire was dropped leaves
+//! the lock queue within 250 ms (`client_connection_check_interval`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use lock_core::backend::{Attempt, Deadline, GuardParts, Lease, LockBackend, LostSignal};
+use lock_core::{
+    AcquireOptions, Capabilities, CrashRelease, LockError, LockGuard, LockInfo, Wakeup,
+};
+use sqlx::pool::PoolConnection;
+use sqlx::AssertSqlSafe;
+use sqlx::{Any, Executor, Row};
+use tokio::sync::Mutex;
+use tokio::time::Instant;
+
+use crate::client::SqlClient;
+use crate::config::Dialect;
+use crate::error::{classify, is_connection_gone, map, Failure};
+use crate::for_update::bounds;
+use crate::held::Held;
+use crate::statements::{self, AdvisoryStatements};
+
+/// MySQL: the longest wait of one `GET_LOCK` call (s); longer and endless waits repeat it.
+const MYSQL_WAIT_SLICE_SECS: f64 = 3600.0;
+
+/// A pooled connection whose session may hold an advisory lock: closed when dropped (the
+/// database then frees whatever it held), returned to the pool only by [`Session::recycle`].
+struct Session(Option<PoolConnection<Any>>);
+
+impl Session {
+    fn conn(&mut self) -> &mut PoolConnection<Any> {
+        // Only `recycle` (which consumes the session) takes the connection out.
+        self.0.as_mut().unwrap_or_else(|| unreachable!())
+    }
+
+    /// Puts the session settings back (`reset`) and returns the connection to the pool; closes
+    /// it if that fails.
+    async fn recycle(mut self, reset: &'static str) {
+        if sqlx::raw_sql(reset)
+            .execute(&mut **self.conn())
+            .await
+            .is_ok()
+        {
+            drop(self.0.take());
+        }
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        if let Some(conn) = self.0.as_mut() {
+            conn.close_on_drop();
+        }
+    }
+}
+
+/// advisory mode over one client: the advisory statements of its dialect.
+#[derive(Debug)]
+pub(crate) struct AdvisoryLock {
+    client: Arc<SqlClient>,
+    sql: Arc<AdvisoryStatements>,
+}
+
+impl AdvisoryLock {
+    /// # Errors
+    /// [`LockError::InvalidConfig`] on SQLite, which has no advisory locks (already refused by
+    /// [`crate::SqlConfig::validate`]).
+    pub(crate) fn new(client: Arc<SqlClient>) -> Result<Self, LockError> {
+        let sql = statements::advisory(client.cfg.dialect, &client.cfg.table).ok_or_else(|| {
+            LockError::invalid_config(format!(
+                "mode=advisory is not available on {}: it has no advisory locks; use mode=row",
+                client.cfg.dialect.label()
+            ))
+        })?;
+        Ok(AdvisoryLock {
+            client,
+            sql: Arc::new(sql),
+        })
+    }
+
+    fn pg(&self) -> bool {
+        self.client.cfg.dialect == Dialect::Postgres
+    }
+
+    /// A dedicated pooled connection, for lock `name`.
+    async fn session(&self, name: &str) -> Result<Session, LockError> {
+        let conn = self
+            .client
+            .pool
+            .acquire()
+            .await
+            .map_err(|e| map(e, &self.client.label, Some(name)))?;
+        Ok(Session(Some(conn)))
+    }
+
+    /// One attempt to take the lock of `name` on `session`, waiting at most `remaining`
+    /// (`None` = forever; MySQL: one slice at most) unless `nowait`: whether it was granted.
+    async fn lock(
+        &self,
+        session: &mut Session,
+        name: &str,
+        remaining: Option<Duration>,
+        nowait: bool,
+    ) -> Result<bool, Failure> {
+        let c = |e| classify(e, &self.client.label, Some(name));
+        let conn = &mut **session.conn();
+        let granted = if nowait {
+            fetch_i64(
+                sqlx::query(AssertSqlSafe(self.sql.try_lock.as_str())).bind(name),
+                conn,
+            )
+            .await
+            .map_err(c)?
+        } else if let Some(lock_wait) = self.sql.lock_wait {
+            let (_, wait_ms) =
+                bounds::tx_bounds(Dialect::Postgres, Duration::ZERO, remaining, false);
+            sqlx::raw_sql(AssertSqlSafe(lock_wait(wait_ms)))
+                .execute(&mut *conn)
+                .await
+                .map_err(c)?;
+            fetch_i64(
+                sqlx::query(AssertSqlSafe(self.sql.lock.as_str())).bind(name),
+                conn,
+            )
+            .await
+            .map_err(c)?
+        } else {
+            let secs = remaining.map_or(MYSQL_WAIT_SLICE_SECS, |r| {
+                r.as_secs_f64().clamp(0.001, MYSQL_WAIT_SLICE_SECS)
+            });
+            let q = sqlx::query(AssertSqlSafe(self.sql.lock.as_str()))
+                .bind(name)
+                .bind(secs);
+            fetch_i64(q, conn).await.map_err(c)?
+        };
+        match granted {
+            1 => Ok(true),
+            0 => Ok(false),
+            other => Err(Failure::Error(LockError::backend(
+                &self.client.label,
+                Some(name),
+                format!("the advisory lock call failed (returned {other})"),
+                None,
+            ))),
+        }
+    }
+
+    /// Once the lock is granted on `session`: draws the fencing token and bounds how long the
+    /// database keeps the session once it goes silent.
+    async fn granted(
+        &self,
+        session: &mut Session,
+        name: &str,
+        ttl: Duration,
+    ) -> Result<u64, LockError> {
+        let label = &self.client.label;
+        let m = |e| map(e, label, Some(name));
+        let conn = &mut **session.conn();
+        let q = sqlx::query(AssertSqlSafe(self.sql.draw_token.as_str())).bind(name);
+        let token = if self.sql.token_in_row {
+            fetch_i64(q, &mut *conn).await.map_err(m)?
+        } else {
+            let done = q.execute(&mut *conn).await.map_err(m)?;
+            done.last_insert_id().unwrap_or(0)
+        };
+        let (idle, _) = bounds::tx_bounds(self.client.cfg.dialect, ttl, None, false);
+        sqlx::raw_sql(AssertSqlSafe((self.sql.idle)(idle)))
+            .execute(&mut *conn)
+            .await
+            .map_err(m)?;
+        match u64::try_from(token) {
+            Ok(t) if t > 0 => Ok(t),
+            _ => Err(LockError::backend(
+                label,
+                Some(name),
+                format!("the fencing counter returned no token ({token})"),
+                None,
+            )),
+        }
+    }
+}
+
+/// The first column of the one row `q` returns, as an integer.
+async fn fetch_i64<'q>(
+    q: sqlx::query::Query<'q, Any, sqlx::any::AnyArguments>,
+    conn: &mut sqlx::AnyConnection,
+) -> Result<i64, sqlx::Error> {
+    q.fetch_one(conn).await?.try_get(0)
+}
+
+#[async_trait]
+impl LockBackend for AdvisoryLock {
+    async fn attempt(
+        &self,
+        name: &str,
+        opts: &AcquireOptions,
+        how: Attempt,
+    ) -> Result<Option<LockGuard>, LockError> {
+        let try_only = how == Attempt::Try;
+        let label = &self.client.label;
+        let deadline = Deadline::after(opts.wait);
+        // One pooled connection per process waits in the database's lock queue instead of one
+        // per waiting task.
+        let _turn = self.client.local_turn(name, try_only, &deadline).await;
+        // Dropped (closed) if this future is dropped: a lock granted meanwhile is freed.
+        let mut session = self.session(name).await?;
+        loop {
+            let started = Instant::now();
+            let remaining = deadline.remaining();
+            // A wait that is over (or zero) tries once, like try_acquire.
+            let nowait = try_only || remaining.is_some_and(|r| r.is_zero());
+            let granted = match self.lock(&mut session, name, remaining, nowait).await {
+                Ok(granted) => granted,
+                Err(Failure::Busy) | Err(Failure::Retry) => false,
+                Err(Failure::Error(e)) => return Err(e),
+            };
+            if !granted {
+                if nowait || deadline.expired() {
+                    session.recycle(self.sql.reset).await;
+                    return Ok(None);
+                }
+                tracing::debug!("held by another client: the lock wait ran out; waiting again");
+                continue;
+            }
+            // On error the session is dropped, so closed: the database frees the lock.
+            let token = self.granted(&mut session, name, opts.ttl).await?;
+            let idle = bounds::idle_bound(opts.ttl);
+            let started = GuardParts {
+                name: name.to_owned(),
+                backend: label.clone(),
+                fencing_token: token,
+                ttl: opts.ttl,
+                renew: opts.renew,
+                acquired_at: started,
+                validity: Some(idle),
+                lease: Arc::new(AdvisoryLease {
+                    session: Mutex::new(Some(session)),
+                    sql: Arc::clone(&self.sql),
+                    held: Held::new(name, label, "advisory lock", idle),
+                }),
+                lost: LostSignal::new(),
+            }
+            .start()
+            .await;
+            match started {
+                Ok(g) => return Ok(Some(g)),
+                Err(e) if try_only || deadline.expired() => return Err(e),
+                Err(e) => {
+                    // The lease (and its connection, closed) went with the failed guard.
+                    tracing::debug!(token, error = %e, "won the advisory lock too late to use it; gave it back, retrying");
+                    session = self.session(name).await?;
+                }
+            }
+        }
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::bound(CrashRelease::Connection, Wakeup::LockQueue, self.pg())
+    }
+
+    fn backend_name(&self) -> &str {
+        &self.client.label
+    }
+
+    async fn inspect(&self, name: &str) -> Result<LockInfo, LockError> {
+        let label = &self.client.label;
+        let mut conn = self
+            .client
+            .pool
+            .acquire()
+            .await
+            .map_err(|e| map(e, label, Some(name)))?;
+        let q = sqlx::query(AssertSqlSafe(self.sql.held.as_str())).bind(name);
+        let holders = fetch_i64(q, &mut conn)
+            .await
+            .map_err(|e| map(e, label, Some(name)))?;
+        Ok(if holders > 0 {
+            LockInfo::held(None, None, None, None)
+        } else {
+            LockInfo::free()
+        })
+    }
+}
+
+/// The store side of an advisory guard: the session holding the lock.
+struct AdvisoryLease {
+    session: Mutex<Option<Session>>,
+    sql: Arc<AdvisoryStatements>,
+    held: Held,
+}
+
+#[async_trait]
+impl Lease for AdvisoryLease {
+    async fn renew(&self, _ttl: Duration) -> Result<Option<Duration>, LockError> {
+        let mut slot = self.session.lock().await;
+        let Some(session) = slot.as_mut() else {
+            return Err(self.held.gone());
+        };
+        let outcome = session.conn().execute(self.sql.ping).await;
+        self.held.pinged(outcome, &mut slot)
+    }
+
+    async fn release(&self) -> Result<(), LockError> {
+        let held = &self.held;
+        let Some(mut session) = self.session.lock().await.take() else {
+            return Err(held.gone());
+        };
+        let q = sqlx::query(AssertSqlSafe(self.sql.unlock.as_str())).bind(held.name.as_str());
+        // On any failure the session is dropped, so closed: the database frees the lock.
+        match fetch_i64(q, session.conn()).await {
+            Ok(1) => {}
+            Ok(_) => return Err(held.gone()),
+            Err(e) if is_connection_gone(&e) || matches!(e, sqlx::Error::Database(_)) => {
+                return Err(held.lost(&e))
+            }
+            Err(e) => return Err(map(e, &held.label, Some(&held.name))),
+        }
+        session.recycle(self.sql.reset).await;
+        tracing::debug!(backend = %held.label, name = %held.name, "advisory lock released");
+        Ok(())
+    }
+}

@@ -1,0 +1,163 @@
+//! advisory mode on real PostgreSQL and MariaDB, beyond the conformance suite: names that only a
+//! careless key would fold together, a cancelled wait that leaves no lock held, and pooled
+//! connections returned clean after a release.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::time::Duration;
+
+use lock_core::{AcquireOptions, DistributedLock};
+use sqlx::Row;
+use support::*;
+use tokio::time::Instant;
+
+fn advisory_urls(extra: &str) -> [String; 2] {
+    [
+        format!("{}?mode=advisory{extra}", postgres_url()),
+        format!("{}?mode=advisory{extra}", mysql_url()),
+    ]
+}
+
+fn wait_ms(ms: u64) -> AcquireOptions {
+    AcquireOptions::new().wait(Duration::from_millis(ms))
+}
+
+/// Case variants, trailing spaces, and long names sharing their first 200 characters (beyond
+/// `GET_LOCK`'s 64-character limit) are all different locks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn case_variants_and_long_names_stay_distinct() {
+    for url in advisory_urls("") {
+        let (a, b) = (
+            connect_or_explain(&url).await,
+            connect_or_explain(&url).await,
+        );
+        let base = &lock_core::backend::owner_token()[..8];
+        let long = "x".repeat(200);
+        let names: Vec<String> = [
+            "Job".to_owned(),
+            "job".to_owned(),
+            "job ".to_owned(),
+            format!("{long}a"),
+            format!("{long}b"),
+            format!("{long}A"),
+        ]
+        .iter()
+        .map(|n| format!("{base}-{n}"))
+        .collect();
+        let mut held = Vec::new();
+        for n in &names {
+            // Each is free although every other one is held.
+            held.push(a.acquire(n, &wait_ms(2000)).await.unwrap());
+        }
+        for n in &names {
+            assert!(
+                b.try_acquire(n, &AcquireOptions::new())
+                    .await
+                    .unwrap()
+                    .is_none(),
+                "{url}: {n:?}"
+            );
+            assert!(b.inspect(n).await.unwrap().held, "{url}: {n:?}");
+        }
+        for g in held {
+            g.release().await.unwrap();
+        }
+        for n in &names {
+            assert!(!b.inspect(n).await.unwrap().held, "{url}: {n:?}");
+        }
+    }
+}
+
+/// An acquire dropped while waiting in the database leaves nothing behind: once the holder
+/// releases, a third client gets the lock at once (no waiter granted it on behalf of nobody).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cancelled_wait_leaves_no_lock_held() {
+    for url in advisory_urls("") {
+        let name = format!("cancel-wait-{}", &lock_core::backend::owner_token()[..8]);
+        let holder = connect_or_explain(&url).await;
+        let waiter = connect_or_explain(&url).await;
+        let third = connect_or_explain(&url).await;
+        let g = holder.acquire(&name, &wait_ms(2000)).await.unwrap();
+        let opts = AcquireOptions::new().wait_forever();
+        let cut = tokio::time::timeout(Duration::from_millis(500), waiter.acquire(&name, &opts));
+        assert!(cut.await.is_err(), "{url}: the waiter got a held lock");
+        // Give the server time to see the waiter's connection close.
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        if url.starts_with("postgres") {
+            // The cancelled waiter left PostgreSQL's lock queue.
+            let waiting = sqlx::query(
+                "SELECT count(*) FROM pg_locks l, \
+                 (SELECT ('x' || left(encode(sha256(convert_to('distlock_advisory:' || $1, 'UTF8')), 'hex'), 16))::bit(64)::bigint AS k) k \
+                 WHERE l.locktype = 'advisory' AND NOT l.granted \
+                 AND l.classid = ((k.k >> 32) & 4294967295)::oid AND l.objid = (k.k & 4294967295)::oid",
+            )
+            .bind(&name)
+            .fetch_one(holder.pool())
+            .await
+            .unwrap()
+            .try_get::<i64, _>(0)
+            .unwrap();
+            assert_eq!(waiting, 0, "the cancelled waiter still queues for the lock");
+        }
+        g.release().await.unwrap();
+        let started = Instant::now();
+        let g = third.acquire(&name, &wait_ms(3000)).await.unwrap();
+        assert!(
+            started.elapsed() < Duration::from_millis(1000),
+            "{url}: the lock stayed held {:?} after its release",
+            started.elapsed()
+        );
+        g.release().await.unwrap();
+    }
+}
+
+/// A released guard's connection goes back to the pool (the same session serves the next
+/// statement) with its session settings put back (the idle bound set while held would otherwise
+/// have the server close the pooled connection).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn released_connection_returns_to_the_pool_clean() {
+    for url in advisory_urls("&max_connections=1") {
+        let lock = connect_or_explain(&url).await;
+        let pg = url.starts_with("postgres");
+        let (session_sql, clean_sql) = if pg {
+            (
+                "SELECT CAST(pg_backend_pid() AS BIGINT)",
+                "SELECT CAST((current_setting('idle_session_timeout') = '0' AND current_setting('lock_timeout') = '0') AS INT)::BIGINT",
+            )
+        } else {
+            (
+                "SELECT CAST(CONNECTION_ID() AS SIGNED)",
+                "SELECT CAST(@@SESSION.wait_timeout = @@GLOBAL.wait_timeout AS SIGNED)",
+            )
+        };
+        let one = |sql: &'static str| {
+            let pool = lock.pool().clone();
+            async move {
+                let row = sqlx::query(sql).fetch_one(&pool).await.unwrap();
+                row.try_get::<i64, _>(0).unwrap()
+            }
+        };
+        let session = one(session_sql).await;
+        let name = format!("reuse-{}", &lock_core::backend::owner_token()[..8]);
+        let opts = wait_ms(2000).ttl(Duration::from_millis(300));
+        let mut last = 0;
+        for _ in 0..3 {
+            let g = lock.acquire(&name, &opts).await.unwrap();
+            assert!(g.fencing_token() > last, "{url}");
+            last = g.fencing_token();
+            g.release().await.unwrap();
+            assert_eq!(
+                one(session_sql).await,
+                session,
+                "{url}: the session was not reused"
+            );
+            assert_eq!(
+                one(clean_sql).await,
+                1,
+                "{url}: session settings left behind"
+            );
+        }
+        assert!(!lock.inspect(&name).await.unwrap().held, "{url}");
+    }
+}
