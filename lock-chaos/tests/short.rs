@@ -147,13 +147,11 @@ async fn short_random_nemesis_run() {
                 .as_nanos() as u64
         });
     let mut killed = 0;
-    // ZooKeeper is left out until lock-zk retries a release cut by a partition: about one run
-    // in eight here left a lock node behind for good and failed liveness (tests/regressions.rs,
-    // seed 1795458225587695456). Put it back with the fix.
     for (i, label) in [
         "memory",
         "redis",
         "postgres-row",
+        "zookeeper",
         "redlock",
         "mysql-for_update",
         "sqlite-row",

@@ -137,6 +137,21 @@ impl Lease for ZkLease {
             self.on_lost.abort();
         }
         let deleted = self.session.client.delete(&self.node, None).await;
+        // A delete cut off by a connection loss may never have reached the server while the
+        // session lives on (the client reconnects within it): the node would stay behind and
+        // everyone else wait forever. Like Curator's `guaranteed()` delete, keep trying in the
+        // background until it succeeds or the session is gone (bounded by two session
+        // timeouts). Found by the nemesis, seed 1795458225587695456.
+        let cut_off = matches!(
+            &deleted,
+            Err(e) if !matches!(e, Error::NoNode | Error::SessionExpired | Error::ClientClosed)
+        );
+        if cut_off && !self.mine.unsure() {
+            let mine = Arc::clone(&self.mine);
+            let within = self.session.client.session_timeout() * 2;
+            tracing::debug!(name = %self.name, node = %self.node, "release cut off; deleting in the background until the session ends");
+            tokio::spawn(async move { mine.delete_all(within).await });
+        }
         if self.mine.unsure() {
             self.mine
                 .delete_all(self.session.client.session_timeout())
