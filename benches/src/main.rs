@@ -207,7 +207,11 @@ fn init_logs() {
         _ => Targets::new().with_default(LevelFilter::WARN),
     };
     let _ = tracing_subscriber::registry()
-        .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())),
+        )
         .with(filter)
         .try_init();
 }

@@ -81,7 +81,11 @@ fn init_logs() {
         .filter(|s| !s.trim().is_empty())
         .map_or_else(warn, |spec| spec.parse().unwrap_or_else(|_| warn()));
     let _ = tracing_subscriber::registry()
-        .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())),
+        )
         .with(filter)
         .try_init();
 }

@@ -38,6 +38,7 @@ pub fn init(verbose: u8) -> Result<(), String> {
         .with(
             tracing_subscriber::fmt::layer()
                 .with_writer(std::io::stderr)
+                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
                 .with_target(true),
         )
         .with(filter)
