@@ -331,7 +331,8 @@ impl Store {
         let set = self.set;
         let members = tokio::task::spawn_blocking(move || netns_members(set))
             .await
-            .map_err(|e| e.to_string())??;
+            .map_err(|e| e.to_string())?
+            .map_err(not_answering)?;
         let leader = members
             .iter()
             .find(|m| m.2 == "leader")
@@ -362,7 +363,8 @@ impl Store {
 /// The ensemble's leader now, as `(instance name, shown)`; `skipped` while it elects.
 fn leader(set: ServiceSet, netns: bool) -> Result<(String, String), String> {
     if netns {
-        let (n, _, _) = netns_members(set)?
+        let (n, _, _) = netns_members(set)
+            .map_err(not_answering)?
             .into_iter()
             .find(|m| m.2 == "leader")
             .ok_or("skipped: no zk-netns leader (electing)")?;
@@ -372,4 +374,10 @@ fn leader(set: ServiceSet, netns: bool) -> Result<(String, String), String> {
         .zk_leader()
         .map_err(|e| format!("skipped: {e} (electing)"))?;
     Ok((format!("zk-{port}"), format!("zk-{port} (leader)")))
+}
+
+/// `services.sh status zk-netns` fails while a member does not answer (restarting, electing):
+/// the fault is skipped then, as with no leader.
+fn not_answering(e: String) -> String {
+    format!("skipped: a zk-netns member is not answering ({e})")
 }
