@@ -10,8 +10,11 @@
 //! * [`LockExt`] ([`recipes`]): work that stops when its lock is lost (`run_locked`) and
 //!   several locks all-or-nothing without deadlock (`acquire_all` → [`MultiGuard`]), on every
 //!   backend.
+//! * [`DistributedSemaphore`] (at most N holders of a name) and [`DistributedRwLock`] (many
+//!   readers or one writer, writers not starved): guards of the same kind, tokens from the
+//!   name's one counter.
 //! * [`memory`]: an in-process reference backend (tests, examples; no coordination between
-//!   processes).
+//!   processes); [`permits`]: its semaphore and read-write lock.
 //!
 //! For backend authors, [`backend`] holds the toolkit: [`backend::LockBackend`] (the one
 //! operation a store implements), the lease and guard parts, name rules, URL parsing, waits
@@ -33,8 +36,11 @@ pub mod info;
 pub mod lock;
 pub mod memory;
 pub mod options;
+pub mod permits;
 pub mod recipes;
+pub mod rwlock;
 pub mod secret;
+pub mod semaphore;
 
 #[cfg(feature = "conformance")]
 pub mod conformance;
@@ -48,4 +54,6 @@ pub use info::LockInfo;
 pub use lock::DistributedLock;
 pub use options::{AcquireOptions, DEFAULT_TTL};
 pub use recipes::{LockExt, MultiGuard};
+pub use rwlock::{Access, DistributedRwLock, RwLockInfo};
 pub use secret::{Secret, SecretUrl};
+pub use semaphore::{DistributedSemaphore, SemaphoreInfo, MAX_PERMITS};

@@ -1,12 +1,11 @@
 //! [`DistributedLock`]: the one trait every backend implements.
 
 use std::fmt::Debug;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use tracing::Instrument;
 
-use crate::backend::{name, Attempt, LockBackend};
+use crate::backend::{attempt, name, Attempt, LockBackend};
 use crate::{AcquireOptions, Capabilities, LockError, LockGuard, LockInfo};
 
 /// A distributed mutual-exclusion lock service: one client of one store.
@@ -96,20 +95,14 @@ pub trait DistributedLock: Send + Sync + Debug + 'static {
 #[async_trait]
 impl<B: LockBackend> DistributedLock for B {
     async fn acquire(&self, name: &str, opts: &AcquireOptions) -> Result<LockGuard, LockError> {
-        checked(name, opts)?;
+        attempt::checked(name, opts)?;
         let span = tracing::debug_span!("acquire", backend = %self.backend_name(), name = %name);
-        match live_attempt(self, name, opts, Attempt::Wait)
-            .instrument(span)
-            .await
-        {
-            Ok(Some(guard)) => Ok(guard),
-            Ok(None) => Err(LockError::timeout(
-                name,
-                self.backend_name(),
-                opts.wait.unwrap_or(Duration::ZERO),
-            )),
-            Err(e) => Err(e),
-        }
+        let got = attempt::live(self.backend_name(), name, opts, |o| async move {
+            self.attempt(name, &o, Attempt::Wait).await
+        })
+        .instrument(span)
+        .await?;
+        attempt::or_timeout(got, name, self.backend_name(), opts)
     }
 
     async fn try_acquire(
@@ -117,12 +110,14 @@ impl<B: LockBackend> DistributedLock for B {
         name: &str,
         opts: &AcquireOptions,
     ) -> Result<Option<LockGuard>, LockError> {
-        checked(name, opts)?;
+        attempt::checked(name, opts)?;
         let span =
             tracing::debug_span!("try_acquire", backend = %self.backend_name(), name = %name);
-        live_attempt(self, name, opts, Attempt::Try)
-            .instrument(span)
-            .await
+        attempt::live(self.backend_name(), name, opts, |o| async move {
+            self.attempt(name, &o, Attempt::Try).await
+        })
+        .instrument(span)
+        .await
     }
 
     fn capabilities(&self) -> Capabilities {
@@ -139,58 +134,11 @@ impl<B: LockBackend> DistributedLock for B {
     }
 }
 
-/// Attempts per acquisition when the store hands back guards already lost.
-const BORN_LOST_ATTEMPTS: usize = 3;
-
-/// `b.attempt`, never handing out a guard already known to be lost: the store's session or
-/// connection can end between the grant and the guard's construction (the ZooKeeper ensemble
-/// nemesis run with seed 2026112308 saw a session retired while the last re-list's reply was
-/// in flight). Such a guard is dropped (its drop releases whatever it still occupies) and the
-/// attempt repeated within what is left of the wait, at most [`BORN_LOST_ATTEMPTS`] times.
-async fn live_attempt<B: LockBackend>(
-    b: &B,
-    name: &str,
-    opts: &AcquireOptions,
-    how: Attempt,
-) -> Result<Option<LockGuard>, LockError> {
-    let started = tokio::time::Instant::now();
-    let mut now = opts.clone();
-    for _ in 0..BORN_LOST_ATTEMPTS {
-        match b.attempt(name, &now, how).await? {
-            Some(g) if g.is_lost() => {
-                tracing::debug!(
-                    token = g.fencing_token(),
-                    "the guard was lost before it could be handed out (the store session or \
-                     connection ended meanwhile); giving it back and trying again"
-                );
-                drop(g);
-                if let Some(wait) = opts.wait {
-                    now = now.wait(wait.saturating_sub(started.elapsed()));
-                }
-            }
-            other => return Ok(other),
-        }
-    }
-    Err(LockError::unavailable(
-        b.backend_name(),
-        Some(name),
-        format!(
-            "{BORN_LOST_ATTEMPTS} acquisitions in a row were lost before they could be handed \
-             out (the store session or connection keeps ending); retry later"
-        ),
-        None,
-    ))
-}
-
-fn checked(name: &str, opts: &AcquireOptions) -> Result<(), LockError> {
-    name::validate(name)?;
-    opts.validate()
-}
-
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
+    use std::time::Duration;
 
     use tokio::time::Instant;
 
@@ -308,6 +256,9 @@ mod tests {
         let s = store(usize::MAX);
         let err = s.acquire("n", &AcquireOptions::new()).await.unwrap_err();
         assert!(matches!(err, LockError::Unavailable { .. }), "{err:?}");
-        assert_eq!(s.attempts.load(Ordering::SeqCst), BORN_LOST_ATTEMPTS);
+        assert_eq!(
+            s.attempts.load(Ordering::SeqCst),
+            attempt::BORN_LOST_ATTEMPTS
+        );
     }
 }

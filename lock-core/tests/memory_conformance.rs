@@ -121,3 +121,37 @@ async fn differential_catches_names_sharing_one_lock() {
         .expect_err("the differential test missed two names sharing one lock");
     assert!(e.contains("reference gave"), "{e}");
 }
+
+/// The semaphore and read-write lock cases on the reference [`PermitStore`].
+mod permits {
+    use std::sync::Arc;
+
+    use async_trait::async_trait;
+    use lock_core::conformance::{RwLockHarness, SemaphoreHarness};
+    use lock_core::permits::PermitStore;
+    use lock_core::{DistributedRwLock, DistributedSemaphore};
+
+    struct Permits(PermitStore);
+
+    #[async_trait]
+    impl SemaphoreHarness for Permits {
+        async fn semaphore(&self) -> Arc<dyn DistributedSemaphore> {
+            self.0.semaphore()
+        }
+    }
+
+    #[async_trait]
+    impl RwLockHarness for Permits {
+        async fn rwlock(&self) -> Arc<dyn DistributedRwLock> {
+            self.0.rwlock()
+        }
+    }
+
+    mod semaphore {
+        lock_core::semaphore_suite!(super::Permits(super::PermitStore::new()));
+    }
+
+    mod rwlock {
+        lock_core::rwlock_suite!(super::Permits(super::PermitStore::new()));
+    }
+}

@@ -1,10 +1,16 @@
-//! [`LockBackend`]: the one operation a store supplies for the mutex, and [`Attempt`], how it
-//! treats another holder.
+//! The one operation a store supplies per primitive — [`LockBackend`] (mutex),
+//! [`SemaphoreBackend`], [`RwLockBackend`] — and [`Attempt`], how it treats another holder;
+//! plus what the blanket implementations of the public traits do around it, once for every
+//! store and primitive (validation, never handing out a guard already lost, the timeout).
 
 use std::fmt::Debug;
+use std::future::Future;
+use std::time::Duration;
 
 use async_trait::async_trait;
 
+use crate::rwlock::{Access, RwLockInfo};
+use crate::semaphore::SemaphoreInfo;
 use crate::{AcquireOptions, Capabilities, LockError, LockGuard, LockInfo};
 
 /// How one attempt treats a lock someone else holds.
@@ -54,4 +60,135 @@ pub trait LockBackend: Send + Sync + Debug + 'static {
         let _ = name;
         Err(LockError::unsupported(self.backend_name(), "inspect"))
     }
+}
+
+/// What a store implements to be a [`DistributedSemaphore`](crate::DistributedSemaphore)
+/// (one blanket implementation adds validation of the name, options and `max_count`, and the
+/// timeout).
+#[async_trait]
+pub trait SemaphoreBackend: Send + Sync + Debug + 'static {
+    /// One acquisition of one of `max_count` permits of `name`: as
+    /// [`LockBackend::attempt`]. A `max_count` unlike the one the name is in use with is
+    /// [`LockError::InvalidConfig`] naming both. Dropping the future leaves nothing behind.
+    ///
+    /// # Errors
+    /// As [`LockBackend::attempt`].
+    async fn attempt(
+        &self,
+        name: &str,
+        max_count: u32,
+        opts: &AcquireOptions,
+        how: Attempt,
+    ) -> Result<Option<LockGuard>, LockError>;
+
+    /// What this backend guarantees and how it behaves.
+    fn capabilities(&self) -> Capabilities;
+
+    /// The backend label used in messages and reports.
+    fn backend_name(&self) -> &str;
+
+    /// Who holds and waits for `name` (called with a validated name).
+    ///
+    /// # Errors
+    /// [`LockError::Unsupported`] by default; store errors otherwise.
+    async fn inspect(&self, name: &str) -> Result<SemaphoreInfo, LockError> {
+        let _ = name;
+        Err(LockError::unsupported(self.backend_name(), "inspect"))
+    }
+}
+
+/// What a store implements to be a [`DistributedRwLock`](crate::DistributedRwLock).
+#[async_trait]
+pub trait RwLockBackend: Send + Sync + Debug + 'static {
+    /// One acquisition of `name` with `access`: as [`LockBackend::attempt`]; a writer that
+    /// waits holds back readers that arrive after it.
+    ///
+    /// # Errors
+    /// As [`LockBackend::attempt`].
+    async fn attempt(
+        &self,
+        name: &str,
+        access: Access,
+        opts: &AcquireOptions,
+        how: Attempt,
+    ) -> Result<Option<LockGuard>, LockError>;
+
+    /// What this backend guarantees and how it behaves.
+    fn capabilities(&self) -> Capabilities;
+
+    /// The backend label used in messages and reports.
+    fn backend_name(&self) -> &str;
+
+    /// Who holds and waits for `name` (called with a validated name).
+    ///
+    /// # Errors
+    /// [`LockError::Unsupported`] by default; store errors otherwise.
+    async fn inspect(&self, name: &str) -> Result<RwLockInfo, LockError> {
+        let _ = name;
+        Err(LockError::unsupported(self.backend_name(), "inspect"))
+    }
+}
+
+/// What every acquisition checks before the store sees it: the name rules and the options.
+pub(crate) fn checked(name: &str, opts: &AcquireOptions) -> Result<(), LockError> {
+    crate::backend::name::validate(name)?;
+    opts.validate()
+}
+
+/// A waiting acquisition's outcome: the guard, or [`LockError::Timeout`] when the wait ran out.
+pub(crate) fn or_timeout(
+    got: Option<LockGuard>,
+    name: &str,
+    backend: &str,
+    opts: &AcquireOptions,
+) -> Result<LockGuard, LockError> {
+    got.ok_or_else(|| LockError::timeout(name, backend, opts.wait.unwrap_or(Duration::ZERO)))
+}
+
+/// Attempts per acquisition when the store hands back guards already lost.
+pub(crate) const BORN_LOST_ATTEMPTS: usize = 3;
+
+/// Runs `attempt` (one store attempt with the given options), never handing out a guard
+/// already known to be lost: the store's session or connection can end between the grant and
+/// the guard's construction (the ZooKeeper ensemble nemesis run with seed 2026112308 saw a
+/// session retired while the last re-list's reply was in flight). Such a guard is dropped (its
+/// drop releases whatever it still occupies) and the attempt repeated within what is left of
+/// the wait, at most [`BORN_LOST_ATTEMPTS`] times, then [`LockError::Unavailable`].
+pub(crate) async fn live<F, Fut>(
+    backend: &str,
+    name: &str,
+    opts: &AcquireOptions,
+    mut attempt: F,
+) -> Result<Option<LockGuard>, LockError>
+where
+    F: FnMut(AcquireOptions) -> Fut,
+    Fut: Future<Output = Result<Option<LockGuard>, LockError>>,
+{
+    let started = tokio::time::Instant::now();
+    let mut now = opts.clone();
+    for _ in 0..BORN_LOST_ATTEMPTS {
+        match attempt(now.clone()).await? {
+            Some(g) if g.is_lost() => {
+                tracing::debug!(
+                    token = g.fencing_token(),
+                    "the guard was lost before it could be handed out (the store session or \
+                     connection ended meanwhile); giving it back and trying again"
+                );
+                drop(g);
+                if let Some(wait) = opts.wait {
+                    now = now.wait(wait.saturating_sub(started.elapsed()));
+                }
+            }
+            other => return Ok(other),
+        }
+    }
+    Err(LockError::unavailable(
+        backend,
+        Some(name),
+        format!(
+            "{BORN_LOST_ATTEMPTS} acquisitions in a row were lost before they could be handed \
+             out (the store session or connection keeps ending); retry later"
+        ),
+        None,
+    ))
 }

@@ -30,7 +30,7 @@ pub mod url;
 pub mod wait;
 
 pub use crate::guard::GuardParts;
-pub use attempt::{Attempt, LockBackend};
+pub use attempt::{Attempt, LockBackend, RwLockBackend, SemaphoreBackend};
 pub use cancel::CleanupOnDrop;
 pub use duration::{format_duration, parse_duration};
 pub use lease::Lease;

@@ -15,11 +15,13 @@
 mod cases;
 mod differential;
 mod harness;
+mod permits;
 mod recipes;
 
 pub use cases::*;
 pub use differential::{differential_against_reference, differential_run, Case, Op};
 pub use harness::{CrashableClient, Harness};
+pub use permits::*;
 pub use recipes::*;
 
 /// The limit every conformance case runs under; a case that hangs fails instead.

@@ -1,0 +1,150 @@
+//! [`DistributedSemaphore`]: at most `max_count` holders of one name at once.
+
+use std::fmt::Debug;
+
+use async_trait::async_trait;
+
+use crate::backend::{attempt, Attempt, SemaphoreBackend};
+use crate::{AcquireOptions, Capabilities, LockError, LockGuard};
+
+/// Largest `max_count` a semaphore accepts.
+pub const MAX_PERMITS: u32 = 100_000;
+
+/// A counting semaphore over a store: at most `max_count` holders of a name at once ("no more
+/// than 4 exports hit the warehouse at once").
+///
+/// Each permit is a [`LockGuard`] like a mutex's: its fencing token comes from the name's one
+/// counter (every grant's token is greater than every earlier grant's on that name, whichever
+/// permit it is), it renews its lease, reports [`LockGuard::lost`], and is released on drop.
+///
+/// # `max_count`
+/// Every caller of one name must pass the same `max_count`. While the name has holders or
+/// waiters, a call with another count fails with [`LockError::InvalidConfig`] naming both
+/// counts; it is never silently served with the smaller or the larger. Once the name has
+/// neither, nothing of it is left but its token counter, and the next caller sets the count.
+///
+/// # Fairness
+/// Waiters are served in arrival order where [`Capabilities::fifo`] says so: a waiter never
+/// gets a permit ahead of an earlier one, and `try_acquire` gets none while anyone waits.
+///
+/// ```
+/// # async fn demo() -> Result<(), lock_core::LockError> {
+/// use lock_core::{AcquireOptions, DistributedSemaphore};
+///
+/// let exports = lock_core::permits::PermitStore::new().semaphore();
+/// let opts = AcquireOptions::new();
+/// let a = exports.acquire("warehouse", 2, &opts).await?;
+/// let b = exports.acquire("warehouse", 2, &opts).await?;
+/// // Two permits are out: a third caller would wait.
+/// assert!(exports.try_acquire("warehouse", 2, &opts).await?.is_none());
+/// assert!(b.fencing_token() > a.fencing_token());
+/// a.release().await?;
+/// assert!(exports.try_acquire("warehouse", 2, &opts).await?.is_some());
+/// # Ok(()) }
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(demo()).unwrap();
+/// ```
+#[async_trait]
+pub trait DistributedSemaphore: Send + Sync + Debug + 'static {
+    /// Takes one of `max_count` permits of `name`, waiting at most `opts.wait` (`None`:
+    /// forever).
+    ///
+    /// # Errors
+    /// [`LockError::Timeout`] when the wait runs out; [`LockError::InvalidConfig`] for a
+    /// `max_count` of 0, above [`MAX_PERMITS`], or unlike the name's current one;
+    /// [`LockError::InvalidName`], [`LockError::Unavailable`] and store errors as for a mutex.
+    async fn acquire(
+        &self,
+        name: &str,
+        max_count: u32,
+        opts: &AcquireOptions,
+    ) -> Result<LockGuard, LockError>;
+
+    /// Takes a permit only if one is free and nobody waits for one: `Ok(None)` otherwise.
+    ///
+    /// # Errors
+    /// As [`DistributedSemaphore::acquire`], without the timeout.
+    async fn try_acquire(
+        &self,
+        name: &str,
+        max_count: u32,
+        opts: &AcquireOptions,
+    ) -> Result<Option<LockGuard>, LockError>;
+
+    /// What this backend guarantees and how it behaves.
+    fn capabilities(&self) -> Capabilities;
+
+    /// The backend label used in messages and reports.
+    fn backend_name(&self) -> &str;
+
+    /// Who holds and waits for `name` now (a snapshot).
+    ///
+    /// # Errors
+    /// [`LockError::Unsupported`] where the store cannot tell; store errors otherwise.
+    async fn inspect(&self, name: &str) -> Result<SemaphoreInfo, LockError>;
+}
+
+/// A snapshot of one semaphore, from [`DistributedSemaphore::inspect`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SemaphoreInfo {
+    /// The count the name is in use with (`None`: nobody holds or waits).
+    pub max_count: Option<u32>,
+    /// Permits held now.
+    pub holders: usize,
+    /// Callers waiting for a permit.
+    pub waiters: usize,
+}
+
+/// Checks what every semaphore call must pass before the store sees it.
+pub(crate) fn checked(name: &str, max_count: u32, opts: &AcquireOptions) -> Result<(), LockError> {
+    attempt::checked(name, opts)?;
+    if max_count == 0 || max_count > MAX_PERMITS {
+        return Err(LockError::invalid_config(format!(
+            "semaphore {name:?}: max_count must be between 1 and {MAX_PERMITS}, got {max_count}"
+        )));
+    }
+    Ok(())
+}
+
+#[async_trait]
+impl<B: SemaphoreBackend> DistributedSemaphore for B {
+    async fn acquire(
+        &self,
+        name: &str,
+        max_count: u32,
+        opts: &AcquireOptions,
+    ) -> Result<LockGuard, LockError> {
+        checked(name, max_count, opts)?;
+        let got = attempt::live(self.backend_name(), name, opts, |o| async move {
+            self.attempt(name, max_count, &o, Attempt::Wait).await
+        })
+        .await?;
+        attempt::or_timeout(got, name, self.backend_name(), opts)
+    }
+
+    async fn try_acquire(
+        &self,
+        name: &str,
+        max_count: u32,
+        opts: &AcquireOptions,
+    ) -> Result<Option<LockGuard>, LockError> {
+        checked(name, max_count, opts)?;
+        attempt::live(self.backend_name(), name, opts, |o| async move {
+            self.attempt(name, max_count, &o, Attempt::Try).await
+        })
+        .await
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        SemaphoreBackend::capabilities(self)
+    }
+
+    fn backend_name(&self) -> &str {
+        SemaphoreBackend::backend_name(self)
+    }
+
+    async fn inspect(&self, name: &str) -> Result<SemaphoreInfo, LockError> {
+        crate::backend::name::validate(name)?;
+        SemaphoreBackend::inspect(self, name).await
+    }
+}
