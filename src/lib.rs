@@ -38,8 +38,9 @@ use std::sync::Arc;
 
 pub use config::LockConfig;
 pub use lock_core::{
-    AcquireOptions, BoxError, Capabilities, CrashRelease, DistributedLock, LockContext, LockError,
-    LockExt, LockGuard, LockInfo, MultiGuard, Secret, SecretUrl, Wakeup, DEFAULT_TTL,
+    elect, elect_with, AcquireOptions, BoxError, Capabilities, CrashRelease, DistributedLock,
+    Leader, Leadership, LockContext, LockError, LockExt, LockGuard, LockInfo, MultiGuard, Secret,
+    SecretUrl, Wakeup, DEFAULT_TTL, MAX_IDENTITY_BYTES,
 };
 
 /// Typed configuration structs for people who prefer code to URLs: each parses the same URL
@@ -84,6 +85,30 @@ pub async fn connect_config(
     let (url, opts) = cfg.resolve()?;
     let lock = configured::Configured::wrap(registry::connect(&url).await?, opts.clone());
     Ok((lock, opts))
+}
+
+/// Joins the election of `group` on the store a URL names, as `identity` (see
+/// [`elect_with`]; the URL's `ttl`/`wait`/`renew` are the options). On ZooKeeper this is
+/// Apache Curator's `LeaderLatch` recipe, so Java services using Curator take part in the same
+/// election.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), distlock::LockError> {
+/// let me = distlock::elect_url("redis://127.0.0.1:6379?wait=30s", "scheduler", "node-a").await?;
+/// let token = me.await_leadership().await?;
+/// tokio::select! {
+///     _ = run_scheduler(token) => me.resign().await?,       // done: hand over
+///     e = me.lost() => eprintln!("no longer the leader: {e}"), // stop at once
+/// }
+/// # Ok(()) }
+/// # async fn run_scheduler(_token: u64) {}
+/// ```
+///
+/// # Errors
+/// As [`connect`] and [`elect_with`].
+pub async fn elect_url(url: &str, group: &str, identity: &str) -> Result<Leadership, LockError> {
+    let (lock, opts) = connect_config(&LockConfig::from_url(url)).await?;
+    elect_with(lock, group, identity, &opts)
 }
 
 /// Connects to `$DISTLOCK_URL`.

@@ -9,7 +9,8 @@
 //!   and reads.
 //! * [`LockExt`] ([`recipes`]): work that stops when its lock is lost (`run_locked`) and
 //!   several locks all-or-nothing without deadlock (`acquire_all` → [`MultiGuard`]), on every
-//!   backend.
+//!   backend; leader election ([`elect`] → [`Leadership`], [`DistributedLock::leader`] for
+//!   observers).
 //! * [`memory`]: an in-process reference backend (tests, examples; no coordination between
 //!   processes).
 //!
@@ -46,6 +47,7 @@ pub use error::{BoxError, LockError};
 pub use guard::{LockContext, LockGuard};
 pub use info::LockInfo;
 pub use lock::DistributedLock;
+pub use options::{validate_identity, MAX_IDENTITY_BYTES};
 pub use options::{AcquireOptions, DEFAULT_TTL};
-pub use recipes::{LockExt, MultiGuard};
+pub use recipes::{elect, elect_with, Leader, Leadership, LockExt, MultiGuard};
 pub use secret::{Secret, SecretUrl};

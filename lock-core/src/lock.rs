@@ -7,6 +7,7 @@ use async_trait::async_trait;
 use tracing::Instrument;
 
 use crate::backend::{name, Attempt, LockBackend};
+use crate::recipes::election::{leader_by_inspect, Leader};
 use crate::{AcquireOptions, Capabilities, LockError, LockGuard, LockInfo};
 
 /// A distributed mutual-exclusion lock service: one client of one store.
@@ -89,6 +90,47 @@ pub trait DistributedLock: Send + Sync + Debug + 'static {
     /// # Errors
     /// [`LockError::Unsupported`] when the backend cannot inspect; store errors otherwise.
     async fn inspect(&self, name: &str) -> Result<LockInfo, LockError>;
+
+    /// Campaigns for leadership of `group` as `identity`: returns once this caller leads, with
+    /// the leadership as a guard (lost, fenced and released like any lock), waiting up to
+    /// `opts.wait`. Most callers want [`crate::recipes::election::elect`], which campaigns in
+    /// the background and hands back a [`crate::recipes::election::Leadership`].
+    ///
+    /// Provided: the lock named `group`, taken with `identity` as its holder
+    /// ([`AcquireOptions::holder`]). A store with a native election recipe answers instead
+    /// (ZooKeeper: Curator's `LeaderLatch`).
+    ///
+    /// # Cancel safety
+    /// As [`DistributedLock::acquire`]: a dropped campaign leaves nothing behind.
+    ///
+    /// # Errors
+    /// As [`DistributedLock::acquire`], plus [`LockError::InvalidIdentity`].
+    async fn campaign(
+        &self,
+        group: &str,
+        identity: &str,
+        opts: &AcquireOptions,
+    ) -> Result<LockGuard, LockError> {
+        self.acquire(group, &opts.clone().holder(identity)).await
+    }
+
+    /// Who leads `group` now (identity and fencing token), without campaigning; `None` when
+    /// nobody does. A snapshot: leadership may change the moment after.
+    ///
+    /// # Errors
+    /// [`LockError::Unsupported`] when the backend cannot tell who leads
+    /// ([`Capabilities::holder_identity`] is `false`); an error, never an earlier leader's
+    /// identity, when the group's lock is held by a holder that recorded no identity; store
+    /// errors otherwise.
+    async fn leader(&self, group: &str) -> Result<Option<Leader>, LockError> {
+        leader_by_inspect(
+            self.backend_name(),
+            self.capabilities().holder_identity,
+            group,
+            || self.inspect(group),
+        )
+        .await
+    }
 }
 
 /// Every backend's user-facing methods, written once: validation, the tracing span, the
@@ -98,19 +140,11 @@ impl<B: LockBackend> DistributedLock for B {
     async fn acquire(&self, name: &str, opts: &AcquireOptions) -> Result<LockGuard, LockError> {
         checked(name, opts)?;
         let span = tracing::debug_span!("acquire", backend = %self.backend_name(), name = %name);
-        match self
+        let won = self
             .attempt(name, opts, Attempt::Wait)
             .instrument(span)
-            .await
-        {
-            Ok(Some(guard)) => Ok(guard),
-            Ok(None) => Err(LockError::timeout(
-                name,
-                self.backend_name(),
-                opts.wait.unwrap_or(Duration::ZERO),
-            )),
-            Err(e) => Err(e),
-        }
+            .await;
+        or_timeout(won, name, self.backend_name(), opts)
     }
 
     async fn try_acquire(
@@ -138,6 +172,36 @@ impl<B: LockBackend> DistributedLock for B {
         name::validate(name)?;
         LockBackend::inspect(self, name).await
     }
+
+    async fn campaign(
+        &self,
+        group: &str,
+        identity: &str,
+        opts: &AcquireOptions,
+    ) -> Result<LockGuard, LockError> {
+        let opts = opts.clone().holder(identity);
+        checked(group, &opts)?;
+        let span = tracing::debug_span!("campaign", backend = %self.backend_name(), name = %group);
+        let won = LockBackend::campaign(self, group, &opts)
+            .instrument(span)
+            .await;
+        or_timeout(won, group, self.backend_name(), &opts)
+    }
+
+    async fn leader(&self, group: &str) -> Result<Option<Leader>, LockError> {
+        name::validate(group)?;
+        LockBackend::leader(self, group).await
+    }
+}
+
+/// A waiting attempt's outcome: `None` (the wait ran out) becomes [`LockError::Timeout`].
+fn or_timeout(
+    won: Result<Option<LockGuard>, LockError>,
+    name: &str,
+    backend: &str,
+    opts: &AcquireOptions,
+) -> Result<LockGuard, LockError> {
+    won?.ok_or_else(|| LockError::timeout(name, backend, opts.wait.unwrap_or(Duration::ZERO)))
 }
 
 fn checked(name: &str, opts: &AcquireOptions) -> Result<(), LockError> {

@@ -21,7 +21,9 @@ pub const NO_COMMAND: i32 = 127;
 pub fn for_error(e: &LockError) -> i32 {
     match e {
         LockError::Timeout { .. } => TIMEOUT,
-        LockError::InvalidName { .. } | LockError::InvalidConfig(_) => USAGE,
+        LockError::InvalidName { .. }
+        | LockError::InvalidIdentity { .. }
+        | LockError::InvalidConfig(_) => USAGE,
         LockError::Unavailable { .. } => UNAVAILABLE,
         LockError::Lost { .. } | LockError::NotHeld { .. } => LOST,
         _ => UNAVAILABLE,
