@@ -40,6 +40,16 @@ pub struct Leader {
     pub fencing_token: u64,
 }
 
+impl Leader {
+    /// A leader (for backends answering [`crate::DistributedLock::leader`] natively).
+    pub fn new(identity: impl Into<String>, fencing_token: u64) -> Self {
+        Leader {
+            identity: identity.into(),
+            fencing_token,
+        }
+    }
+}
+
 /// How long `leader` waits for a new holder's identity record to show up before it reports
 /// that the holder recorded none (backends that record it in a second step).
 const IDENTITY_GRACE: Duration = Duration::from_secs(2);
