@@ -54,9 +54,31 @@ fn main() {
                     ttl,
                     kill_after,
                     command,
+                    identity: None,
                 })
                 .await
             }
+            cli::Cmd::Elect {
+                url,
+                group,
+                identity,
+                wait,
+                ttl,
+                kill_after,
+                command,
+            } => {
+                cli::exec::run(cli::exec::ExecArgs {
+                    url,
+                    name: group,
+                    wait,
+                    ttl,
+                    kill_after,
+                    command,
+                    identity: Some(identity.unwrap_or_else(cli::leader::default_identity)),
+                })
+                .await
+            }
+            cli::Cmd::Leader { url, group, json } => cli::leader::run(&url, &group, json).await,
             cli::Cmd::Inspect { url, name, json } => cli::inspect::run(&url, &name, json).await,
         }
     });

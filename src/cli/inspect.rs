@@ -29,6 +29,7 @@ pub async fn run(url: &str, name: &str, json: bool) -> i32 {
             "owner": info.owner,
             "expires_in_ms": info.expires_in.map(|d| d.as_millis() as u64),
             "waiters": info.waiters,
+            "holder": info.holder,
         });
         println!("{v}");
     } else if info.held {
@@ -38,6 +39,9 @@ pub async fn run(url: &str, name: &str, json: bool) -> i32 {
         }
         if let Some(o) = &info.owner {
             println!("  owner: {o}");
+        }
+        if let Some(h) = &info.holder {
+            println!("  holder: {h}");
         }
         if let Some(d) = info.expires_in {
             println!("  lease left: {d:?}");
