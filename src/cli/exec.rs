@@ -388,6 +388,21 @@ async fn connect(a: &ExecArgs) -> Result<(Arc<dyn DistributedLock>, AcquireOptio
     Ok((lock, opts))
 }
 
+impl ExecArgs {
+    /// `exec` (no identity) or `elect` (campaigning for the group `name` as `identity`).
+    pub fn new(url: String, name: String, run: super::RunArgs, identity: Option<String>) -> Self {
+        ExecArgs {
+            url,
+            name,
+            wait: run.wait,
+            ttl: run.ttl,
+            kill_after: run.kill_after,
+            command: run.command,
+            identity,
+        }
+    }
+}
+
 /// The lock, or (`distlock elect`) the group's leadership, which is a lock guard too.
 async fn take(
     lock: &dyn DistributedLock,

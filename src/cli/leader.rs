@@ -1,9 +1,8 @@
 //! `distlock leader`: who leads an election group, as text or JSON (exit 0), or that nobody
 //! does (exit [`exit::NO_LEADER`]); and the default identity of `distlock elect`.
 
-use distlock::LockConfig;
-
 use super::exit;
+use super::inspect::connect_and;
 
 /// `HOSTNAME:PID`, the identity `distlock elect` campaigns with unless given one (the host
 /// name from the kernel, `localhost` when it cannot be read).
@@ -19,20 +18,11 @@ pub fn default_identity() -> String {
 
 /// Runs `leader`; returns the process exit code.
 pub async fn run(url: &str, group: &str, json: bool) -> i32 {
-    let (lock, _) = match distlock::connect_config(&LockConfig::from_url(url)).await {
-        Ok(v) => v,
-        Err(e) => {
-            eprintln!("distlock: {e}");
-            return exit::for_error(&e);
-        }
-    };
-    let leader = match lock.leader(group).await {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("distlock: {e}");
-            return exit::for_error(&e);
-        }
-    };
+    let (lock, leader) =
+        match connect_and(url, |lock| async move { lock.leader(group).await }).await {
+            Ok(v) => v,
+            Err(code) => return code,
+        };
     if json {
         let v = serde_json::json!({
             "group": group,

@@ -43,19 +43,9 @@ pub enum Cmd {
         /// Lock name.
         #[arg(long)]
         name: String,
-        /// Longest wait for the lock (e.g. 500ms, 10s, 2m); default: forever.
-        #[arg(long, value_parser = dur)]
-        wait: Option<Duration>,
-        /// Lease length, renewed while CMD runs (default 30s).
-        #[arg(long, value_parser = dur)]
-        ttl: Option<Duration>,
-        /// After SIGTERM to CMD's process group (lock lost, or processes CMD left behind),
-        /// SIGKILL what is left after this long.
-        #[arg(long, value_parser = dur, default_value = "10s")]
-        kill_after: Duration,
-        /// The command and its arguments.
-        #[arg(last = true, required = true)]
-        command: Vec<String>,
+        /// When to give up, the lease, and CMD.
+        #[command(flatten)]
+        run: RunArgs,
     },
     /// Run CMD while this process leads the group G (leader election). CMD is run, signalled
     /// and stopped exactly as `exec` does (its own process group, terminated when the
@@ -73,18 +63,9 @@ pub enum Cmd {
         /// This participant's identity, shown by `distlock leader` (default: HOSTNAME:PID).
         #[arg(long)]
         identity: Option<String>,
-        /// Longest wait to become the leader (e.g. 10s); default: forever. Exit 75 after it.
-        #[arg(long, value_parser = dur)]
-        wait: Option<Duration>,
-        /// Leadership lease, renewed while CMD runs (default 30s).
-        #[arg(long, value_parser = dur)]
-        ttl: Option<Duration>,
-        /// After SIGTERM to CMD's process group, SIGKILL what is left after this long.
-        #[arg(long, value_parser = dur, default_value = "10s")]
-        kill_after: Duration,
-        /// The command and its arguments.
-        #[arg(last = true, required = true)]
-        command: Vec<String>,
+        /// When to give up, the lease, and CMD.
+        #[command(flatten)]
+        run: RunArgs,
     },
     /// Show who leads the group G (identity and fencing token) without campaigning. Exit 0
     /// with a leader, 3 when there is none.
@@ -111,4 +92,23 @@ pub enum Cmd {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// What `exec` and `elect` share: how long to wait, the lease, how CMD is stopped, and CMD.
+#[derive(clap::Args, Debug)]
+pub struct RunArgs {
+    /// Longest wait for the lock, or (elect) to become the leader (e.g. 500ms, 10s, 2m);
+    /// default: forever. Exit 75 after it.
+    #[arg(long, value_parser = dur)]
+    pub wait: Option<Duration>,
+    /// Lease length, renewed while CMD runs (default 30s).
+    #[arg(long, value_parser = dur)]
+    pub ttl: Option<Duration>,
+    /// After SIGTERM to CMD's process group (lock or leadership lost, or processes CMD left
+    /// behind), SIGKILL what is left after this long.
+    #[arg(long, value_parser = dur, default_value = "10s")]
+    pub kill_after: Duration,
+    /// The command and its arguments.
+    #[arg(last = true, required = true)]
+    pub command: Vec<String>,
 }
