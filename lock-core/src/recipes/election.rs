@@ -396,3 +396,112 @@ where
     }
     Ok(done)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+    use crate::memory::MemoryStore;
+
+    fn quick() -> AcquireOptions {
+        AcquireOptions::new().wait(Duration::from_millis(200))
+    }
+
+    #[tokio::test]
+    async fn await_leadership_times_out_and_the_campaign_goes_on() {
+        let store = MemoryStore::new();
+        let a = elect_with(store.client(), "g", "a", &quick()).unwrap();
+        a.await_leadership().await.unwrap();
+        let b = elect_with(store.client(), "g", "b", &quick()).unwrap();
+        assert!(matches!(
+            b.await_leadership().await,
+            Err(LockError::Timeout { .. })
+        ));
+        assert!(!b.is_leader());
+        assert_eq!(b.fencing_token(), None);
+        // Cancelled waits do not end the campaign: b leads once a resigns.
+        a.resign().await.unwrap();
+        let t = b.await_leadership().await.unwrap();
+        assert_eq!(b.fencing_token(), Some(t));
+        assert!(b.is_leader());
+    }
+
+    #[tokio::test]
+    async fn dropping_a_participant_withdraws_and_releases() {
+        let store = MemoryStore::new();
+        let a = elect_with(store.client(), "g", "a", &quick()).unwrap();
+        a.await_leadership().await.unwrap();
+        let waiting = elect_with(store.client(), "g", "w", &quick()).unwrap();
+        drop(waiting);
+        drop(a);
+        // The leader's drop releases in the background; the withdrawn waiter never leads.
+        let c = elect_with(store.client(), "g", "c", &quick()).unwrap();
+        c.await_leadership().await.unwrap();
+        let now = store.client().leader("g").await.unwrap().unwrap();
+        assert_eq!(now.identity, "c");
+        // Resigning while campaigning leaves nothing behind either.
+        let d = elect_with(store.client(), "g", "d", &quick()).unwrap();
+        d.resign().await.unwrap();
+        c.resign().await.unwrap();
+        assert!(!store.has_entry("g"));
+        assert_eq!(store.client().leader("g").await.unwrap(), None);
+    }
+
+    #[tokio::test]
+    async fn bad_group_identity_and_options_are_typed_errors_before_anything_is_sent() {
+        let store = MemoryStore::new();
+        let l = store.client();
+        let e = elect(l.clone(), "", "a").unwrap_err();
+        assert!(matches!(e, LockError::InvalidName { .. }), "{e}");
+        let e = elect(l.clone(), "g", "").unwrap_err();
+        assert!(matches!(e, LockError::InvalidIdentity { .. }), "{e}");
+        let e = elect_with(
+            l.clone(),
+            "g",
+            "a",
+            &AcquireOptions::new().ttl(Duration::ZERO),
+        )
+        .unwrap_err();
+        assert!(matches!(e, LockError::InvalidConfig(_)), "{e}");
+        let e = l.leader("\0").await.unwrap_err();
+        assert!(matches!(e, LockError::InvalidName { .. }), "{e}");
+        assert!(!store.has_entry("g"));
+    }
+
+    #[tokio::test]
+    async fn leader_never_names_a_holder_without_identity() {
+        let store = MemoryStore::new();
+        let l = store.client();
+        let g = l.acquire("g", &AcquireOptions::new()).await.unwrap();
+        let e = l.leader("g").await.unwrap_err();
+        assert!(e.to_string().contains("recorded no identity"), "{e}");
+        g.release().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn lead_repeatedly_runs_terms_and_skips_lost_ones() {
+        let store = MemoryStore::new();
+        let lost_once = Arc::new(AtomicUsize::new(0));
+        let s = store.clone();
+        let n = Arc::clone(&lost_once);
+        let opts = AcquireOptions::new().ttl(Duration::from_millis(300));
+        let outs = lead_repeatedly(store.client(), "g", "a", &opts, 3, move |token| {
+            let (s, n) = (s.clone(), Arc::clone(&n));
+            async move {
+                if n.fetch_add(1, Ordering::SeqCst) == 1 {
+                    // The second term loses its lock underneath: its work never finishes.
+                    s.remove("g");
+                    tokio::time::sleep(Duration::from_secs(30)).await;
+                }
+                token
+            }
+        })
+        .await
+        .unwrap();
+        assert_eq!(lost_once.load(Ordering::SeqCst), 3);
+        assert_eq!(outs.len(), 2, "{outs:?}");
+        assert!(outs[1] > outs[0]);
+        assert!(!store.has_entry("g"));
+    }
+}
