@@ -126,6 +126,30 @@ pub async fn connect_from_env() -> Result<Arc<dyn DistributedLock>, LockError> {
 
 #[cfg(test)]
 mod tests {
+    #[cfg(feature = "sqlite")]
+    #[tokio::test]
+    async fn elect_url_campaigns_with_the_urls_defaults() {
+        let dir = std::env::temp_dir().join(format!(
+            "distlock-elect-url-{}-{}",
+            std::process::id(),
+            lock_core::backend::owner_token()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let url = format!("sqlite://{}/e.db?wait=300ms", dir.display());
+        let a = super::elect_url(&url, "g", "a").await.unwrap();
+        let token = a.await_leadership().await.unwrap();
+        let b = super::elect_url(&url, "g", "b").await.unwrap();
+        // The URL's `wait` bounds await_leadership.
+        let e = b.await_leadership().await.unwrap_err();
+        assert!(matches!(e, super::LockError::Timeout { .. }), "{e}");
+        let lock = super::connect(&url).await.unwrap();
+        let now = lock.leader("g").await.unwrap().unwrap();
+        assert_eq!((now.identity.as_str(), now.fencing_token), ("a", token));
+        a.resign().await.unwrap();
+        assert!(b.await_leadership().await.unwrap() > token);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[tokio::test]
     async fn unknown_scheme_lists_known_ones() {
         let e = super::connect("etcd://127.0.0.1:2379")
