@@ -199,3 +199,29 @@ fn bad_input_and_unsupported_leader_exit_64_and_wait_exits_75() {
     );
     assert!(err.contains("does not support leader"), "{err}");
 }
+
+#[test]
+fn default_identity_is_host_and_pid() {
+    let dir = tmp("default-id");
+    let url = sqlite_url(&dir);
+    let group = format!("default-{}", unique());
+    let out_file = dir.join("id");
+    let mut child = support::bin()
+        .stdin(Stdio::null())
+        .args(["elect", "--url", &url, "--group", &group, "--"])
+        .args([
+            "sh",
+            "-c",
+            &format!("echo \"$DISTLOCK_IDENTITY\" > {}", out_file.display()),
+        ])
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    assert_eq!(
+        wait_exit(&mut child, Duration::from_secs(10), "elect").code(),
+        Some(0)
+    );
+    let id = wait_file(&out_file, Duration::from_secs(1)).unwrap();
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    assert_eq!(id, format!("{}:{pid}", host.trim()));
+}
