@@ -291,8 +291,9 @@ impl Leadership {
     }
 
     /// Resolves once this participation has ended after or instead of leading: the leadership
-    /// was lost ([`LockError::Lost`]) or the campaign failed (its error). Pending while
-    /// campaigning and while leading. Independent of `self`'s lifetime, so it can sit in a
+    /// was lost ([`LockError::Lost`]), the campaign failed (its error), or the participant
+    /// resigned or was dropped (`Lost`, saying so). Pending while campaigning and while
+    /// leading. Independent of `self`'s lifetime, so it can sit in a
     /// `select!` beside the leader's work.
     pub fn lost(&self) -> impl Future<Output = LockError> + Send + 'static {
         let mut rx = self.phase.clone();
@@ -443,7 +444,10 @@ mod tests {
         // Resigning while campaigning leaves nothing behind either.
         let d = elect_with(store.client(), "g", "d", &quick()).unwrap();
         d.resign().await.unwrap();
+        let ended = c.lost();
         c.resign().await.unwrap();
+        let ended = tokio::time::timeout(Duration::from_secs(1), ended).await;
+        assert!(matches!(ended, Ok(LockError::Lost { .. })), "{ended:?}");
         assert!(!store.has_entry("g"));
         assert_eq!(store.client().leader("g").await.unwrap(), None);
     }
