@@ -5,6 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/services.sh up
+# The crash regression tests (lock-chaos/tests/regressions.rs) kill and restart SQL servers:
+# the chaos set's own, never the ones the other tests share.
+DISTLOCK_SERVICES_SET=chaos scripts/services.sh up mysql postgres
 
 # Lints first: they fail fast and cost little once the build is warm.
 cargo fmt --all -- --check

@@ -179,11 +179,14 @@ async fn run_target(
         for &n in steps {
             rows.push(scenarios::scaling::waiters(&label, &pool, n).await?);
         }
-        if t.raw == targets::Raw::SqlForUpdate {
+        if matches!(
+            t.raw,
+            targets::Raw::SqlForUpdate | targets::Raw::SqlAdvisory
+        ) {
             rows.push(ResultRow {
                 backend: label.clone(),
                 scenario: "skipped scaling-names".into(),
-                note: "for_update keeps one connection per held lock; 10,000 held names would need 10,000 connections".into(),
+                note: "for_update and advisory keep one connection per held lock; 10,000 held names would need 10,000 connections".into(),
                 ..Default::default()
             });
         } else {

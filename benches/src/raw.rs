@@ -13,12 +13,9 @@ const TABLE: &str = "distlock_bench_raw";
 
 /// A raw client for one target.
 pub enum RawClient {
-    /// SQL: INSERT + DELETE, or BEGIN / SELECT … FOR UPDATE / COMMIT.
-    Sql {
-        pool: AnyPool,
-        pg: bool,
-        for_update: bool,
-    },
+    /// SQL: INSERT + DELETE, BEGIN / SELECT … FOR UPDATE / COMMIT, or an advisory lock and
+    /// unlock on one connection (`kind`).
+    Sql { pool: AnyPool, pg: bool, kind: Raw },
     /// ZooKeeper: create an ephemeral-sequential node, delete it.
     Zk { client: zookeeper_client::Client },
     /// Redis: SET NX PX + compare-and-delete, on every node concurrently.
@@ -41,7 +38,7 @@ impl RawClient {
     /// Connects like the lock does (same store, own connections).
     pub async fn connect(t: &Target) -> Result<Self, String> {
         match t.raw {
-            Raw::SqlInsertDelete | Raw::SqlForUpdate => {
+            Raw::SqlInsertDelete | Raw::SqlForUpdate | Raw::SqlAdvisory => {
                 sqlx::any::install_default_drivers();
                 let opts =
                     AnyConnectOptions::from_str(&sql_url(&t.url)).map_err(|e| e.to_string())?;
@@ -77,7 +74,7 @@ impl RawClient {
                 Ok(RawClient::Sql {
                     pool,
                     pg,
-                    for_update: t.raw == Raw::SqlForUpdate,
+                    kind: t.raw,
                 })
             }
             Raw::ZkCreateDelete => {
@@ -134,7 +131,7 @@ impl RawClient {
             RawClient::Sql {
                 pool,
                 pg,
-                for_update: false,
+                kind: Raw::SqlInsertDelete,
             } => {
                 let (ins, del) = if *pg {
                     (
@@ -167,8 +164,32 @@ impl RawClient {
             RawClient::Sql {
                 pool,
                 pg,
-                for_update: true,
+                kind: Raw::SqlAdvisory,
             } => {
+                // The textbook pair on one connection: PostgreSQL's session-level advisory lock on
+                // `hashtext(name)`, MySQL/MariaDB's `GET_LOCK` on the name.
+                let (lock, unlock) = if *pg {
+                    (
+                        "SELECT CAST(length(pg_advisory_lock(hashtext($1))::text) AS BIGINT)",
+                        "SELECT CAST(CAST(pg_advisory_unlock(hashtext($1)) AS INT) AS BIGINT)",
+                    )
+                } else {
+                    (
+                        "SELECT CAST(GET_LOCK(?, 10) AS SIGNED)",
+                        "SELECT CAST(RELEASE_LOCK(?) AS SIGNED)",
+                    )
+                };
+                let mut conn = pool.acquire().await.map_err(|e| e.to_string())?;
+                for q in [lock, unlock] {
+                    sqlx::query(q)
+                        .bind(name)
+                        .fetch_one(&mut *conn)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                }
+                Ok(())
+            }
+            RawClient::Sql { pool, pg, .. } => {
                 let sel = if *pg {
                     format!("SELECT name FROM {TABLE} WHERE name = $1 FOR UPDATE")
                 } else {

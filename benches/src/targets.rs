@@ -11,6 +11,9 @@ pub enum Raw {
     SqlInsertDelete,
     /// `BEGIN; SELECT … FOR UPDATE; COMMIT`.
     SqlForUpdate,
+    /// An advisory lock and unlock on one connection (`pg_advisory_lock` /
+    /// `pg_advisory_unlock`, `GET_LOCK` / `RELEASE_LOCK`).
+    SqlAdvisory,
     /// `SET NX PX` + compare-and-delete `EVALSHA` (on every node concurrently for Redlock).
     RedisSetDel,
     /// Create an ephemeral-sequential node + delete it.
@@ -33,8 +36,10 @@ pub fn all_service_urls() -> Vec<String> {
     vec![
         "postgres://postgres@127.0.0.1:15432/distlock?mode=row".into(),
         "postgres://postgres@127.0.0.1:15432/distlock?mode=for_update".into(),
+        "postgres://postgres@127.0.0.1:15432/distlock?mode=advisory".into(),
         "mysql://root@127.0.0.1:13306/distlock?mode=row".into(),
         "mysql://root@127.0.0.1:13306/distlock?mode=for_update".into(),
+        "mysql://root@127.0.0.1:13306/distlock?mode=advisory".into(),
         "redis://127.0.0.1:16379".into(),
         "redlock://127.0.0.1:17001,127.0.0.1:17002,127.0.0.1:17003,127.0.0.1:17004,127.0.0.1:17005"
             .into(),
@@ -49,6 +54,7 @@ pub fn all_service_urls() -> Vec<String> {
 pub fn target(url: &str) -> Result<Target, LockError> {
     let scheme = url.split("://").next().unwrap_or("");
     let for_update = url.contains("mode=for_update");
+    let advisory = url.contains("mode=advisory");
     let (label, raw) = match scheme {
         "sqlite" => ("sqlite-row".to_owned(), Raw::SqlInsertDelete),
         "postgres" | "postgresql" | "mysql" | "mariadb" => {
@@ -59,6 +65,8 @@ pub fn target(url: &str) -> Result<Target, LockError> {
             };
             if for_update {
                 (format!("{db}-for_update"), Raw::SqlForUpdate)
+            } else if advisory {
+                (format!("{db}-advisory"), Raw::SqlAdvisory)
             } else {
                 (format!("{db}-row"), Raw::SqlInsertDelete)
             }
@@ -103,6 +111,8 @@ mod tests {
             "postgres-for_update",
             "mysql-row",
             "mysql-for_update",
+            "postgres-advisory",
+            "mysql-advisory",
             "redis",
             "redlock",
             "zookeeper",

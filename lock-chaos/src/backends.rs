@@ -106,6 +106,12 @@ pub fn all_in(sqlite_dir: &str, set: ServiceSet) -> Vec<Target> {
             lease: false,
         },
         Target {
+            label: "postgres-advisory",
+            template: "postgres://postgres@{hosts}/distlock?mode=advisory".into(),
+            hosts: local(set, &[15432]),
+            lease: false,
+        },
+        Target {
             label: "mysql-row",
             template: "mysql://root@{hosts}/distlock?mode=row".into(),
             hosts: local(set, &[13306]),
@@ -114,6 +120,12 @@ pub fn all_in(sqlite_dir: &str, set: ServiceSet) -> Vec<Target> {
         Target {
             label: "mysql-for_update",
             template: "mysql://root@{hosts}/distlock?mode=for_update".into(),
+            hosts: local(set, &[13306]),
+            lease: false,
+        },
+        Target {
+            label: "mysql-advisory",
+            template: "mysql://root@{hosts}/distlock?mode=advisory".into(),
             hosts: local(set, &[13306]),
             lease: false,
         },

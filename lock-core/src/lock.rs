@@ -140,8 +140,7 @@ impl<B: LockBackend> DistributedLock for B {
     async fn acquire(&self, name: &str, opts: &AcquireOptions) -> Result<LockGuard, LockError> {
         checked(name, opts)?;
         let span = tracing::debug_span!("acquire", backend = %self.backend_name(), name = %name);
-        let won = self
-            .attempt(name, opts, Attempt::Wait)
+        let won = live_attempt(self, name, opts, Ask::Lock(Attempt::Wait))
             .instrument(span)
             .await;
         or_timeout(won, name, self.backend_name(), opts)
@@ -155,7 +154,7 @@ impl<B: LockBackend> DistributedLock for B {
         checked(name, opts)?;
         let span =
             tracing::debug_span!("try_acquire", backend = %self.backend_name(), name = %name);
-        self.attempt(name, opts, Attempt::Try)
+        live_attempt(self, name, opts, Ask::Lock(Attempt::Try))
             .instrument(span)
             .await
     }
@@ -182,7 +181,7 @@ impl<B: LockBackend> DistributedLock for B {
         let opts = opts.clone().holder(identity);
         checked(group, &opts)?;
         let span = tracing::debug_span!("campaign", backend = %self.backend_name(), name = %group);
-        let won = LockBackend::campaign(self, group, &opts)
+        let won = live_attempt(self, group, &opts, Ask::Lead)
             .instrument(span)
             .await;
         or_timeout(won, group, self.backend_name(), &opts)
@@ -204,7 +203,186 @@ fn or_timeout(
     won?.ok_or_else(|| LockError::timeout(name, backend, opts.wait.unwrap_or(Duration::ZERO)))
 }
 
+/// Attempts per acquisition when the store hands back guards already lost.
+const BORN_LOST_ATTEMPTS: usize = 3;
+
+/// `b.attempt`, never handing out a guard already known to be lost: the store's session or
+/// connection can end between the grant and the guard's construction (the ZooKeeper ensemble
+/// nemesis run with seed 2026112308 saw a session retired while the last re-list's reply was
+/// in flight). Such a guard is dropped (its drop releases whatever it still occupies) and the
+/// attempt repeated within what is left of the wait, at most [`BORN_LOST_ATTEMPTS`] times.
+/// What one attempt asks the backend for: the lock, or (`campaign`) the group's leadership.
+#[derive(Clone, Copy)]
+enum Ask {
+    Lock(Attempt),
+    Lead,
+}
+
+async fn live_attempt<B: LockBackend>(
+    b: &B,
+    name: &str,
+    opts: &AcquireOptions,
+    ask: Ask,
+) -> Result<Option<LockGuard>, LockError> {
+    let started = tokio::time::Instant::now();
+    let mut now = opts.clone();
+    for _ in 0..BORN_LOST_ATTEMPTS {
+        let got = match ask {
+            Ask::Lock(how) => b.attempt(name, &now, how).await?,
+            Ask::Lead => b.campaign(name, &now).await?,
+        };
+        match got {
+            Some(g) if g.is_lost() => {
+                tracing::debug!(
+                    token = g.fencing_token(),
+                    "the guard was lost before it could be handed out (the store session or \
+                     connection ended meanwhile); giving it back and trying again"
+                );
+                drop(g);
+                if let Some(wait) = opts.wait {
+                    now = now.wait(wait.saturating_sub(started.elapsed()));
+                }
+            }
+            other => return Ok(other),
+        }
+    }
+    Err(LockError::unavailable(
+        b.backend_name(),
+        Some(name),
+        format!(
+            "{BORN_LOST_ATTEMPTS} acquisitions in a row were lost before they could be handed \
+             out (the store session or connection keeps ending); retry later"
+        ),
+        None,
+    ))
+}
+
 fn checked(name: &str, opts: &AcquireOptions) -> Result<(), LockError> {
     name::validate(name)?;
     opts.validate()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    use tokio::time::Instant;
+
+    use super::*;
+    use crate::backend::{GuardParts, Lease, LostSignal};
+
+    /// Counts releases; renewals always succeed.
+    #[derive(Debug, Default)]
+    struct Counted {
+        released: AtomicUsize,
+    }
+
+    #[async_trait]
+    impl Lease for Counted {
+        async fn renew(&self, ttl: Duration) -> Result<Option<Duration>, LockError> {
+            Ok(Some(ttl))
+        }
+
+        async fn release(&self) -> Result<(), LockError> {
+            self.released.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        }
+    }
+
+    /// A store whose first `born_lost` grants are lost before they are handed out (as a
+    /// ZooKeeper session retired while the grant's reply was in flight); token = attempt number.
+    #[derive(Debug)]
+    struct BornLost {
+        born_lost: usize,
+        attempts: AtomicUsize,
+        lease: Arc<Counted>,
+    }
+
+    #[async_trait]
+    impl LockBackend for BornLost {
+        async fn attempt(
+            &self,
+            name: &str,
+            opts: &AcquireOptions,
+            _how: Attempt,
+        ) -> Result<Option<LockGuard>, LockError> {
+            let n = self.attempts.fetch_add(1, Ordering::SeqCst) + 1;
+            let lost = LostSignal::new();
+            if n <= self.born_lost {
+                lost.mark_lost("the session ended during the grant");
+            }
+            Ok(Some(
+                GuardParts {
+                    name: name.to_owned(),
+                    backend: "born-lost".into(),
+                    fencing_token: n as u64,
+                    ttl: opts.ttl,
+                    renew: false,
+                    acquired_at: Instant::now(),
+                    validity: None,
+                    lease: Arc::clone(&self.lease) as Arc<dyn Lease>,
+                    lost,
+                }
+                .into_guard(),
+            ))
+        }
+
+        fn capabilities(&self) -> Capabilities {
+            Capabilities::bound(crate::CrashRelease::Lease, crate::Wakeup::Backoff, true)
+        }
+
+        fn backend_name(&self) -> &str {
+            "born-lost"
+        }
+    }
+
+    fn store(born_lost: usize) -> BornLost {
+        BornLost {
+            born_lost,
+            attempts: AtomicUsize::new(0),
+            lease: Arc::default(),
+        }
+    }
+
+    /// Seed 2026112308 (ZooKeeper ensemble nemesis): acquire handed out a guard whose session
+    /// had already been retired. Now a guard already lost is given back and the attempt
+    /// repeated; the caller only ever sees a live guard.
+    #[tokio::test]
+    async fn a_guard_lost_before_it_is_handed_out_is_given_back_and_retried() {
+        let s = store(2);
+        let g = s.acquire("n", &AcquireOptions::new()).await.unwrap();
+        assert!(!g.is_lost());
+        assert_eq!(
+            g.fencing_token(),
+            3,
+            "the third grant is the first live one"
+        );
+        // Both lost grants were released (by their drop, in the background).
+        for _ in 0..100 {
+            if s.lease.released.load(Ordering::SeqCst) == 2 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(s.lease.released.load(Ordering::SeqCst), 2);
+        g.abandon();
+
+        let t = store(1);
+        let g = t.try_acquire("n", &AcquireOptions::new()).await.unwrap();
+        assert_eq!(
+            g.map(|g| (g.is_lost(), g.fencing_token())),
+            Some((false, 2))
+        );
+    }
+
+    /// A store that only ever hands out lost guards gets a typed error after a bounded number
+    /// of attempts, not a lost guard and not an endless loop.
+    #[tokio::test]
+    async fn a_store_that_keeps_losing_grants_gives_a_typed_error() {
+        let s = store(usize::MAX);
+        let err = s.acquire("n", &AcquireOptions::new()).await.unwrap_err();
+        assert!(matches!(err, LockError::Unavailable { .. }), "{err:?}");
+        assert_eq!(s.attempts.load(Ordering::SeqCst), BORN_LOST_ATTEMPTS);
+    }
 }

@@ -62,6 +62,7 @@ use crate::error::{classify, is_connection_gone, map, Failure};
 use crate::for_update::bounds;
 use crate::held::Held;
 use crate::statements::{self, AdvisoryStatements};
+use crate::token;
 
 /// MySQL: the longest wait of one `GET_LOCK` call (s); longer and endless waits repeat it.
 const MYSQL_WAIT_SLICE_SECS: f64 = 3600.0;
@@ -199,27 +200,13 @@ impl AdvisoryLock {
         let label = &self.client.label;
         let m = |e| map(e, label, Some(name));
         let conn = &mut **session.conn();
-        let q = sqlx::query(AssertSqlSafe(self.sql.draw_token.as_str())).bind(name);
-        let token = if self.sql.token_in_row {
-            fetch_i64(q, &mut *conn).await.map_err(m)?
-        } else {
-            let done = q.execute(&mut *conn).await.map_err(m)?;
-            done.last_insert_id().unwrap_or(0)
-        };
+        let token = token::draw(&self.sql.draw_token, &mut *conn, label, name).await?;
         let (idle, _) = bounds::tx_bounds(self.client.cfg.dialect, ttl, None, false);
         sqlx::raw_sql(AssertSqlSafe((self.sql.idle)(idle)))
             .execute(&mut *conn)
             .await
             .map_err(m)?;
-        match u64::try_from(token) {
-            Ok(t) if t > 0 => Ok(t),
-            _ => Err(LockError::backend(
-                label,
-                Some(name),
-                format!("the fencing counter returned no token ({token})"),
-                None,
-            )),
-        }
+        Ok(token)
     }
 }
 

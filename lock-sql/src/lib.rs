@@ -29,8 +29,8 @@
 //! | mode | PostgreSQL | MySQL/MariaDB | SQLite |
 //! |---|---|---|---|
 //! | row | per-name counter `<table>_fences`, bumped in the acquiring statement | per-name counter `<table>_fences`, bumped by a second statement while the row is held | one counter row `<table>_fence` for the table (kept by triggers); a takeover gets `max(counter + 1, old + 1)` |
-//! | for_update | sequence `<table>_fence`, `nextval` in the locking statement | `AUTO_INCREMENT` table `<table>_fences` (`REPLACE` in the lock transaction after the locking read) | – |
-//! | advisory | sequence `<table>_fence`, `nextval` once the lock is granted | `AUTO_INCREMENT` table `<table>_fences` (`REPLACE`, autocommitted, once the lock is granted) | – |
+//! | for_update | sequence `<table>_fence`, `nextval` autocommitted once the row lock is granted | `AUTO_INCREMENT` table `<table>_fences` (`REPLACE`, autocommitted, once the row lock is granted) | – |
+//! | advisory | sequence `<table>_fence`, `nextval` autocommitted once the lock is granted | `AUTO_INCREMENT` table `<table>_fences` (`REPLACE`, autocommitted, once the lock is granted) | – |
 //!
 //! Tokens strictly increase per name as long as these tables and the sequence are not dropped
 //! or reset. MySQL/MariaDB for_update tables created by an earlier version (which drew from a
@@ -38,13 +38,15 @@
 //! every client of the earlier version before the first client of this one starts, or the two
 //! draw from different counters.
 //!
-//! Where the guarantee ends: row mode commits each token before handing it out, so it survives
-//! a database crash when commits are durable (SQLite runs with `synchronous = FULL` for this;
-//! PostgreSQL needs `fsync` and `synchronous_commit` on, MySQL `innodb_flush_log_at_trx_commit
-//! = 1`). for_update draws the token inside the lock transaction, which commits only at
-//! release: a database crash shortly after an acquisition (before the write-ahead or redo log
-//! holding the counter's advance reaches disk, typically well under a second) can hand the
-//! same token out again after recovery. A database restored from a backup can always do so.
+//! Where the guarantee ends: every mode commits each token before handing it out (for_update
+//! and advisory draw it with a statement of its own that commits before the guard exists), so
+//! it survives a database crash when commits are durable. SQLite runs with
+//! `synchronous = FULL` for this; distlock's PostgreSQL sessions set `synchronous_commit = on`
+//! whatever the server's default (the server still needs `fsync = on` to survive a machine
+//! crash rather than a server crash); MySQL/MariaDB need `innodb_flush_log_at_trx_commit = 1`
+//! (or `2`, which survives a server crash but not a machine crash) — a server-wide setting
+//! distlock cannot change for its own sessions. A database restored from a backup can always
+//! hand a token out again.
 //!
 //! # Waiting and fairness
 //! In both modes the waiters of one process for one lock queue in arrival order in the process
@@ -108,6 +110,7 @@ mod lock;
 mod notify;
 mod row;
 mod statements;
+mod token;
 
 pub use config::{Dialect, Mode, SqlConfig};
 pub use lock::{connect, SqlLock};

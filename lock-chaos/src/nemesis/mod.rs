@@ -17,8 +17,8 @@
 //! | target | stall | client SIGKILL | partition, latency | server-side connection kill | store pause (SIGSTOP) | store kill + restart | follower cut |
 //! |---|---|---|---|---|---|---|---|
 //! | sqlite-row | ✓ | ✓ | – | – | – | – | – |
-//! | postgres-row, postgres-for_update | ✓ | ✓ | ✓ | ✓ every lock session | ✓ postmaster and all backends | ✓ fast shutdown, start | – |
-//! | mysql-row, mysql-for_update | ✓ | ✓ | ✓ | ✓ every lock session | ✓ | ✓ SIGKILL (crash recovery), start | – |
+//! | postgres-row, postgres-for_update, postgres-advisory | ✓ | ✓ | ✓ | ✓ every lock session | ✓ postmaster and all backends | ✓ fast shutdown, start | – |
+//! | mysql-row, mysql-for_update, mysql-advisory | ✓ | ✓ | ✓ | ✓ every lock session | ✓ | ✓ SIGKILL (crash recovery), start | – |
 //! | redis | ✓ | ✓ | ✓ | – | ✓ | ✓ SIGKILL, restarted empty (overlaps across it excused) | – |
 //! | redlock | ✓ | ✓ | ✓ | – | ✓ any master | ✓ any master, down ≥ lease + 200 ms | – |
 //! | zookeeper | ✓ | ✓ | ✓ | – | ✓ | ✓ SIGKILL, restart from its log | – |
@@ -34,7 +34,7 @@
 //! holds both holders believed valid (0; a hold ends the instant its guard's `lost()` resolves,
 //! a killed client's at its death). Overlaps are excused only across a fault after which the
 //! backend claims nothing: a Redis single instance restarted without persistence, a `for_update`
-//! lock whose session the server ended (kill or restart) — the holder learns it at its next
+//! or advisory lock whose session the server ended (kill or restart) — the holder learns it at its next
 //! renewal; fencing must still hold there. A hold's lock was granted somewhere between the
 //! acquire's call and its return, so a pair is excused when one could have been granted before
 //! such a fault ended and the other returned after it began; the same excuses a token below the

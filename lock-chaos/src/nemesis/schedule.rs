@@ -230,7 +230,7 @@ pub fn profile(label: &str, networked: bool, processes: bool, store_faults: bool
         return p;
     }
     match label {
-        "postgres-row" | "postgres-for_update" | "mysql-row" | "mysql-for_update" => {
+        l if l.starts_with("postgres-") || l.starts_with("mysql-") => {
             p.kinds
                 .extend([Kind::ServerKill, Kind::StorePause, Kind::StoreRestart]);
             p.restart_ms = if label.starts_with("mysql") {
@@ -397,6 +397,8 @@ mod tests {
         }
         let has = |label: &str, k: Kind| profile(label, true, true, true).kinds.contains(&k);
         assert!(has("mysql-for_update", Kind::ServerKill));
+        assert!(has("postgres-advisory", Kind::StoreRestart));
+        assert!(has("mysql-advisory", Kind::ServerKill));
         assert!(!has("redis", Kind::ServerKill));
         assert!(has("zookeeper-netns", Kind::FollowerCut));
         assert!(!has("zookeeper-ensemble", Kind::FollowerCut));

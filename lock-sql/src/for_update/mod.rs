@@ -13,8 +13,9 @@
 //! every ttl/3) then reports it lost.
 //!
 //! Fencing tokens are drawn after the row lock is granted, from a counter no rollback takes
-//! back: PostgreSQL's sequence `<table>_fence` (in the locking statement), MySQL/MariaDB's
-//! `AUTO_INCREMENT` table `<table>_fences` (the next statement of the lock transaction).
+//! back (PostgreSQL's sequence `<table>_fence`, MySQL/MariaDB's `AUTO_INCREMENT` table
+//! `<table>_fences`), by a statement that commits on its own on another pooled connection
+//! before the guard is handed out (`crate::token`), so a server crash cannot hand it out again.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,7 +26,7 @@ use lock_core::{
     AcquireOptions, Capabilities, CrashRelease, LockError, LockGuard, LockInfo, Wakeup,
 };
 use sqlx::AssertSqlSafe;
-use sqlx::{Any, Executor, Row, Transaction};
+use sqlx::{Any, Executor, Transaction};
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
@@ -34,6 +35,7 @@ use crate::config::Dialect;
 use crate::error::{classify, is_connection_gone, map, Failure};
 use crate::held::Held;
 use crate::statements::{self, ForUpdateStatements};
+use crate::token;
 
 pub(crate) mod bounds;
 
@@ -129,7 +131,7 @@ impl ForUpdateLock {
     }
 
     /// Locks the row of `name` in `tx` (without waiting when `nowait`) and draws its fencing
-    /// token: `Some(token)`, or `None` when the row does not exist yet.
+    /// token (committed on its own): `Some(token)`, or `None` when the row does not exist yet.
     async fn lock_row(
         &self,
         tx: &mut Transaction<'static, Any>,
@@ -143,7 +145,7 @@ impl ForUpdateLock {
         } else {
             &self.sql.lock_row
         };
-        let Some(row) = sqlx::query(AssertSqlSafe(sql.as_str()))
+        let Some(_row) = sqlx::query(AssertSqlSafe(sql.as_str()))
             .bind(name)
             .fetch_optional(&mut **tx)
             .await
@@ -151,28 +153,12 @@ impl ForUpdateLock {
         else {
             return Ok(None);
         };
-        let token = match &self.sql.draw_token {
-            // The locking statement drew the token.
-            None => row
-                .try_get::<i64, _>(0)
-                .map_err(|e| Failure::Error(map(e, label, Some(name))))?,
-            Some(draw_token) => sqlx::query(AssertSqlSafe(draw_token.as_str()))
-                .bind(name)
-                .execute(&mut **tx)
-                .await
-                .map_err(c)?
-                .last_insert_id()
-                .unwrap_or(0),
-        };
-        match u64::try_from(token) {
-            Ok(t) if t > 0 => Ok(Some(t)),
-            _ => Err(Failure::Error(LockError::backend(
-                label,
-                Some(name),
-                format!("the fencing counter returned no token ({token})"),
-                None,
-            ))),
-        }
+        // Drawn on another pooled connection and committed there, before the guard exists:
+        // see `crate::token`.
+        token::draw(&self.sql.draw_token, &self.client.pool, label, name)
+            .await
+            .map(Some)
+            .map_err(Failure::Error)
     }
 
     /// Creates the missing row of `name` in `tx` (bounded by its lock wait) and commits.

@@ -16,7 +16,9 @@ mod postgres;
 mod sets;
 mod sqlite;
 
-pub(crate) use sets::{AdvisoryStatements, ClientStatements, ForUpdateStatements, RowStatements};
+pub(crate) use sets::{
+    AdvisoryStatements, ClientStatements, ForUpdateStatements, RowStatements, TokenDraw,
+};
 
 use crate::config::{Dialect, Mode};
 

@@ -8,6 +8,7 @@
 
 use super::sets::{
     AdvisoryStatements, ClientStatements, Ddl, ForUpdateStatements, OldSequence, RowStatements,
+    TokenDraw,
 };
 use crate::config::Mode;
 
@@ -61,8 +62,11 @@ fn token_table(t: &str) -> Ddl {
 
 /// Draws the next token from the token table (its `AUTO_INCREMENT` value is the statement's last
 /// insert id); `REPLACE` keeps one row per name, holding that name's latest token.
-fn draw_token(t: &str) -> String {
-    format!("REPLACE INTO {t}_fences (name) VALUES (?)")
+fn draw_token(t: &str) -> TokenDraw {
+    TokenDraw {
+        sql: format!("REPLACE INTO {t}_fences (name) VALUES (?)"),
+        in_row: false,
+    }
 }
 
 pub(crate) fn row(t: &str) -> RowStatements {
@@ -101,14 +105,16 @@ fn bounds(idle: u64, lock_wait: u64) -> String {
 
 pub(crate) fn for_update(t: &str) -> ForUpdateStatements {
     // The lock wait is the session's `innodb_lock_wait_timeout` (see `bounds`). Tokens are
-    // drawn by `draw_token` after the locking read, for the same reason as on PostgreSQL.
+    // drawn by `draw_token`, autocommitted, after the locking read: an `AUTO_INCREMENT` bump
+    // inside the open lock transaction reaches the redo log only when something commits, and a
+    // server crash handed it out again (seed 2026112304).
     ForUpdateStatements {
         bounds,
         ensure_row: format!("INSERT IGNORE INTO {t} (name) VALUES (?)"),
         lock_row: format!("SELECT name FROM {t} WHERE name = ? FOR UPDATE"),
         try_lock_row: format!("SELECT name FROM {t} WHERE name = ? FOR UPDATE NOWAIT"),
         peek_row: format!("SELECT name FROM {t} WHERE name = ? FOR UPDATE NOWAIT"),
-        draw_token: Some(draw_token(t)),
+        draw_token: draw_token(t),
         ping: "SELECT 1",
     }
 }
@@ -135,7 +141,6 @@ pub(crate) fn advisory(t: &str) -> AdvisoryStatements {
         unlock: format!("SELECT CAST(COALESCE(RELEASE_LOCK({key}), -1) AS SIGNED)"),
         held: format!("SELECT CAST(COALESCE(IS_USED_LOCK({key}), 0) AS SIGNED)"),
         draw_token: draw_token(t),
-        token_in_row: false,
         idle: advisory_idle,
         reset: "SET SESSION wait_timeout = @@GLOBAL.wait_timeout",
         ping: "SELECT 1",
@@ -167,12 +172,12 @@ mod tests {
             a.try_lock,
             a.unlock,
             a.held,
-            a.draw_token,
+            a.draw_token.sql,
+            f.draw_token.sql,
             (a.idle)(3),
             a.reset.to_owned(),
         ];
         all.extend(r.bump);
-        all.extend(f.draw_token);
         all.extend(SESSION.iter().map(|s| (*s).to_owned()));
         for mode in [Mode::Row, Mode::ForUpdate, Mode::Advisory] {
             all.extend(client(mode, "t").schema.into_iter().map(|d| d.sql));

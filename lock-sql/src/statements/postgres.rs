@@ -2,7 +2,9 @@
 //! for_update mode with a token sequence drawn in the locking statement; advisory mode with
 //! session-level advisory locks on a 64-bit key and the same token sequence.
 
-use super::sets::{AdvisoryStatements, ClientStatements, Ddl, ForUpdateStatements, RowStatements};
+use super::sets::{
+    AdvisoryStatements, ClientStatements, Ddl, ForUpdateStatements, RowStatements, TokenDraw,
+};
 use crate::config::Mode;
 
 /// Epoch milliseconds by the database clock (`clock_timestamp`, not the transaction start).
@@ -10,6 +12,11 @@ const NOW_MS: &str = "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT";
 
 /// Serializes concurrent schema creators (transaction-scoped advisory lock).
 const SCHEMA_LOCK: &str = "SELECT pg_advisory_xact_lock(7261982733)";
+
+/// Session settings: every commit of a lock or a token waits for its WAL flush, even on a
+/// server configured with `synchronous_commit = off`, which can lose the last commits when the
+/// server crashes (a lost lock row is a second holder; a lost token draw a repeated token).
+const SESSION: &[&str] = &["SET synchronous_commit = on"];
 
 /// Whether a table or sequence exists on the search path; returns a count.
 const OBJECT_EXISTS: &str = "SELECT CAST((to_regclass($1) IS NOT NULL)::int AS BIGINT)";
@@ -34,11 +41,19 @@ pub(crate) fn client(mode: Mode, t: &str) -> ClientStatements {
         Mode::Advisory => vec![token_sequence(t)],
     };
     ClientStatements {
-        session: &[],
+        session: SESSION,
         schema_lock: Some(SCHEMA_LOCK),
         object_exists: Some(OBJECT_EXISTS),
         schema,
         old_sequence: None,
+    }
+}
+
+/// Draws the next token from for_update's and advisory's sequence.
+fn draw_token(t: &str) -> TokenDraw {
+    TokenDraw {
+        sql: format!("SELECT nextval('{t}_fence')"),
+        in_row: true,
     }
 }
 
@@ -90,17 +105,16 @@ fn bounds(idle: u64, lock_wait: u64) -> String {
 }
 
 pub(crate) fn for_update(t: &str) -> ForUpdateStatements {
-    // Tokens come from a sequence, drawn only AFTER the row lock is granted (the outer SELECT
-    // evaluates `nextval` on rows the locking subquery has already returned). Sequences are
-    // never rolled back, so a holder whose transaction died (and whose uncommitted writes
-    // vanished) can never share a token with the next holder.
+    // Tokens come from a sequence, drawn after the row lock is granted by an autocommitted
+    // `nextval`: not in the lock transaction, whose sequence WAL record is flushed only when
+    // something commits, so a server crash could hand the same value out again.
     ForUpdateStatements {
         bounds,
         ensure_row: format!("INSERT INTO {t} (name) VALUES ($1) ON CONFLICT (name) DO NOTHING"),
-        lock_row: format!("SELECT nextval('{t}_fence') FROM (SELECT name FROM {t} WHERE name = $1 FOR UPDATE) AS locked"),
-        try_lock_row: format!("SELECT nextval('{t}_fence') FROM (SELECT name FROM {t} WHERE name = $1 FOR UPDATE NOWAIT) AS locked"),
+        lock_row: format!("SELECT name FROM {t} WHERE name = $1 FOR UPDATE"),
+        try_lock_row: format!("SELECT name FROM {t} WHERE name = $1 FOR UPDATE NOWAIT"),
         peek_row: format!("SELECT name FROM {t} WHERE name = $1 FOR UPDATE NOWAIT"),
-        draw_token: None,
+        draw_token: draw_token(t),
         ping: "SELECT 1",
     }
 }
@@ -138,8 +152,7 @@ pub(crate) fn advisory(t: &str) -> AdvisoryStatements {
              AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
              AND classid = ((k.k >> 32) & 4294967295)::oid AND objid = (k.k & 4294967295)::oid"
         ),
-        draw_token: format!("SELECT nextval('{t}_fence')"),
-        token_in_row: true,
+        draw_token: draw_token(t),
         idle: advisory_idle,
         reset:
             "RESET lock_timeout; RESET client_connection_check_interval; RESET idle_session_timeout",

@@ -91,22 +91,33 @@ pub(crate) struct ForUpdateStatements {
     /// Create the row for a name on first use, in the lock transaction (then committed), so
     /// its lock wait is the transaction's bounded one.
     pub ensure_row: String,
-    /// Lock the row, waiting in the database's lock queue (bounded by `bounds`). Where
-    /// `draw_token` is `None` it draws the fencing token in the same statement; otherwise it
-    /// returns the name and `draw_token` draws it.
+    /// Lock the row, waiting in the database's lock queue (bounded by `bounds`); returns the
+    /// name (no row: the name has no row yet).
     pub lock_row: String,
     /// The same without waiting (`NOWAIT`).
     pub try_lock_row: String,
     /// Whether the name's row is locked by someone (for `inspect`); fails when it is.
     pub peek_row: String,
-    /// MySQL: the next token, drawn in the lock transaction after the row lock is held.
-    /// Invariant: an `AUTO_INCREMENT` value is never handed out twice, even when the
-    /// transaction that drew it rolls back (a holder whose connection died), and the counter
-    /// persists across restarts (MySQL ≥ 8.0, MariaDB ≥ 10.2.4); `REPLACE` keeps one row per
-    /// name, holding that name's latest token.
-    pub draw_token: Option<String>,
+    /// The next token, drawn once the row lock is held, outside the lock transaction.
+    pub draw_token: TokenDraw,
     /// The guard's liveness check on its open transaction (also resets the idle bound).
     pub ping: &'static str,
+}
+
+/// Drawing the next fencing token of a name (bound as the only parameter) once its lock is
+/// held: PostgreSQL returns the sequence's `nextval`; MySQL/MariaDB bumps the
+/// `AUTO_INCREMENT` table with `REPLACE` (one row per name, holding its latest token) and the
+/// token is the statement's last insert id. Run autocommitted (see `crate::token`).
+/// Invariant: drawn only while the lock is held, from a counter that never goes back — not on
+/// rollback (a sequence, an `AUTO_INCREMENT` value) and not across a restart once committed
+/// (MySQL ≥ 8.0, MariaDB ≥ 10.2.4 persist the `AUTO_INCREMENT` counter; the committed row
+/// holds it too).
+#[derive(Debug, Clone)]
+pub(crate) struct TokenDraw {
+    /// The statement.
+    pub sql: String,
+    /// Whether it returns the token as a row (PostgreSQL) or as the last insert id (MySQL).
+    pub in_row: bool,
 }
 
 /// Advisory mode: the database's own named locks, held by a session (a dedicated pooled
@@ -131,13 +142,9 @@ pub(crate) struct AdvisoryStatements {
     pub unlock: String,
     /// Whether anyone holds the lock (for `inspect`): one BIGINT, > 0 when held.
     pub held: String,
-    /// Draw the next fencing token once the lock is granted, from the same counter as
-    /// for_update mode (PostgreSQL: returns the sequence's `nextval`; MySQL: the
-    /// `AUTO_INCREMENT` value, read as the statement's last insert id).
-    /// Invariant: drawn only while the lock is held, from a counter that never goes back.
-    pub draw_token: String,
-    /// Whether `draw_token` returns the token as a row (PostgreSQL) or as the last insert id.
-    pub token_in_row: bool,
+    /// The next fencing token, drawn once the lock is granted, from the same counter as
+    /// for_update mode.
+    pub draw_token: TokenDraw,
     /// Sets how long the database keeps the session once it goes silent (PostgreSQL ms,
     /// MySQL s); run on the held connection once the lock is granted.
     pub idle: fn(idle: u64) -> String,
