@@ -376,6 +376,19 @@ mod tests {
         );
     }
 
+    /// A campaign is an acquisition too: a leadership lost before it is handed out is given
+    /// back and the campaign repeated.
+    #[tokio::test]
+    async fn a_leadership_lost_before_it_is_handed_out_is_given_back_too() {
+        let s = store(2);
+        let g = DistributedLock::campaign(&s, "n", "me", &AcquireOptions::new())
+            .await
+            .unwrap();
+        assert!(!g.is_lost());
+        assert_eq!(g.fencing_token(), 3);
+        g.abandon();
+    }
+
     /// A store that only ever hands out lost guards gets a typed error after a bounded number
     /// of attempts, not a lost guard and not an endless loop.
     #[tokio::test]
