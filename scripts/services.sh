@@ -58,6 +58,7 @@ APT_UPDATED=0
 ensure_pkg() { # ensure_pkg BINARY PACKAGE
   local bin=$1 pkg=$2
   if [ -x "$bin" ] || command -v "$bin" >/dev/null 2>&1; then return 0; fi
+  case "$bin" in *.jar) [ -f "$bin" ] && return 0 ;; esac
   log "installing $pkg (for $bin)"
   export DEBIAN_FRONTEND=noninteractive
   if ! apt-get install -y -q "$pkg" >"$DIR/apt-$pkg.log" 2>&1; then
@@ -163,6 +164,9 @@ zk_start() { # zk_start PORT [ENSEMBLE_INDEX]
   local port=$1 d; d=$(zk_dir "$1")
   ensure_pkg "$ZK_HOME/bin/zkServer.sh" zookeeper
   ensure_pkg java default-jre-headless
+  # Curator and a JDK for the LeaderLatch interop test (tests/curator_election.rs).
+  ensure_pkg javac default-jdk-headless
+  ensure_pkg /usr/share/java/curator-recipes.jar libcurator-recipes-java
   if alive "$(pidof_file "$d/zk.pid")"; then return 0; fi
   zk_write_cfg "$@"
   # Start the JVM directly (as zkServer.sh would) so the pid is the JVM's and nothing opens JMX.

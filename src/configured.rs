@@ -10,7 +10,9 @@ use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use lock_core::{AcquireOptions, Capabilities, DistributedLock, LockError, LockGuard, LockInfo};
+use lock_core::{
+    AcquireOptions, Capabilities, DistributedLock, Leader, LockError, LockGuard, LockInfo,
+};
 
 /// A lock plus the defaults its configuration gave; every other call goes to the backend.
 pub struct Configured {
@@ -69,5 +71,20 @@ impl DistributedLock for Configured {
 
     async fn inspect(&self, name: &str) -> Result<LockInfo, LockError> {
         self.inner.inspect(name).await
+    }
+
+    async fn campaign(
+        &self,
+        group: &str,
+        identity: &str,
+        opts: &AcquireOptions,
+    ) -> Result<LockGuard, LockError> {
+        self.inner
+            .campaign(group, identity, &opts.or_defaults(&self.defaults))
+            .await
+    }
+
+    async fn leader(&self, group: &str) -> Result<Option<Leader>, LockError> {
+        self.inner.leader(group).await
     }
 }

@@ -38,8 +38,9 @@ use std::sync::Arc;
 
 pub use config::LockConfig;
 pub use lock_core::{
-    AcquireOptions, BoxError, Capabilities, CrashRelease, DistributedLock, LockContext, LockError,
-    LockExt, LockGuard, LockInfo, MultiGuard, Secret, SecretUrl, Wakeup, DEFAULT_TTL,
+    elect, elect_with, AcquireOptions, BoxError, Capabilities, CrashRelease, DistributedLock,
+    Leader, Leadership, LockContext, LockError, LockExt, LockGuard, LockInfo, MultiGuard, Secret,
+    SecretUrl, Wakeup, DEFAULT_TTL, MAX_IDENTITY_BYTES,
 };
 
 /// Typed configuration structs for people who prefer code to URLs: each parses the same URL
@@ -86,6 +87,30 @@ pub async fn connect_config(
     Ok((lock, opts))
 }
 
+/// Joins the election of `group` on the store a URL names, as `identity` (see
+/// [`elect_with`]; the URL's `ttl`/`wait`/`renew` are the options). On ZooKeeper this is
+/// Apache Curator's `LeaderLatch` recipe, so Java services using Curator take part in the same
+/// election.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), distlock::LockError> {
+/// let me = distlock::elect_url("redis://127.0.0.1:6379?wait=30s", "scheduler", "node-a").await?;
+/// let token = me.await_leadership().await?;
+/// tokio::select! {
+///     _ = run_scheduler(token) => me.resign().await?,       // done: hand over
+///     e = me.lost() => eprintln!("no longer the leader: {e}"), // stop at once
+/// }
+/// # Ok(()) }
+/// # async fn run_scheduler(_token: u64) {}
+/// ```
+///
+/// # Errors
+/// As [`connect`] and [`elect_with`].
+pub async fn elect_url(url: &str, group: &str, identity: &str) -> Result<Leadership, LockError> {
+    let (lock, opts) = connect_config(&LockConfig::from_url(url)).await?;
+    elect_with(lock, group, identity, &opts)
+}
+
 /// Connects to `$DISTLOCK_URL`.
 ///
 /// # Errors
@@ -101,6 +126,30 @@ pub async fn connect_from_env() -> Result<Arc<dyn DistributedLock>, LockError> {
 
 #[cfg(test)]
 mod tests {
+    #[cfg(feature = "sqlite")]
+    #[tokio::test]
+    async fn elect_url_campaigns_with_the_urls_defaults() {
+        let dir = std::env::temp_dir().join(format!(
+            "distlock-elect-url-{}-{}",
+            std::process::id(),
+            lock_core::backend::owner_token()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let url = format!("sqlite://{}/e.db?wait=300ms", dir.display());
+        let a = super::elect_url(&url, "g", "a").await.unwrap();
+        let token = a.await_leadership().await.unwrap();
+        let b = super::elect_url(&url, "g", "b").await.unwrap();
+        // The URL's `wait` bounds await_leadership.
+        let e = b.await_leadership().await.unwrap_err();
+        assert!(matches!(e, super::LockError::Timeout { .. }), "{e}");
+        let lock = super::connect(&url).await.unwrap();
+        let now = lock.leader("g").await.unwrap().unwrap();
+        assert_eq!((now.identity.as_str(), now.fencing_token), ("a", token));
+        a.resign().await.unwrap();
+        assert!(b.await_leadership().await.unwrap() > token);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[tokio::test]
     async fn unknown_scheme_lists_known_ones() {
         let e = super::connect("etcd://127.0.0.1:2379")

@@ -39,24 +39,19 @@ fn main() {
     };
     let code = runtime.block_on(async move {
         match parsed.cmd {
-            cli::Cmd::Exec {
-                url,
-                name,
-                wait,
-                ttl,
-                kill_after,
-                command,
-            } => {
-                cli::exec::run(cli::exec::ExecArgs {
-                    url,
-                    name,
-                    wait,
-                    ttl,
-                    kill_after,
-                    command,
-                })
-                .await
+            cli::Cmd::Exec { url, name, run } => {
+                cli::exec::run(cli::exec::ExecArgs::new(url, name, run, None)).await
             }
+            cli::Cmd::Elect {
+                url,
+                group,
+                identity,
+                run,
+            } => {
+                let identity = identity.unwrap_or_else(cli::leader::default_identity);
+                cli::exec::run(cli::exec::ExecArgs::new(url, group, run, Some(identity))).await
+            }
+            cli::Cmd::Leader { url, group, json } => cli::leader::run(&url, &group, json).await,
             cli::Cmd::Inspect { url, name, json } => cli::inspect::run(&url, &name, json).await,
         }
     });

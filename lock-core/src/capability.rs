@@ -49,6 +49,11 @@ pub struct Capabilities {
     /// bounds it by its own configuration (ZooKeeper: a share of the session timeout). `None`:
     /// bounded by the lease alone (a renewal has two thirds of the lease to come back).
     pub stall_tolerance: Option<std::time::Duration>,
+    /// The backend records a holder identity with an acquisition
+    /// ([`crate::AcquireOptions::holder`]) and `inspect` reports it, so
+    /// [`crate::DistributedLock::leader`] can name a leader. `false`: `leader` answers
+    /// [`crate::LockError::Unsupported`] (elections still work; observers cannot see who leads).
+    pub holder_identity: bool,
 }
 
 impl Capabilities {
@@ -61,6 +66,7 @@ impl Capabilities {
             fifo,
             queue_length: false,
             stall_tolerance: None,
+            holder_identity: false,
         }
     }
 
@@ -73,12 +79,19 @@ impl Capabilities {
             fifo,
             queue_length: false,
             stall_tolerance: None,
+            holder_identity: false,
         }
     }
 
     /// Sets `stall_tolerance`.
     pub const fn with_stall_tolerance(mut self, tolerance: std::time::Duration) -> Self {
         self.stall_tolerance = Some(tolerance);
+        self
+    }
+
+    /// Sets `holder_identity`.
+    pub const fn with_holder_identity(mut self, yes: bool) -> Self {
+        self.holder_identity = yes;
         self
     }
 

@@ -33,6 +33,15 @@ pub enum LockError {
         /// Which rule it breaks.
         reason: String,
     },
+    /// A holder (participant) identity breaks the identity rules
+    /// ([`crate::options::validate_identity`]).
+    #[error("invalid identity {identity}: {reason}")]
+    InvalidIdentity {
+        /// A short, escaped preview of the offending identity.
+        identity: String,
+        /// Which rule it breaks.
+        reason: String,
+    },
     /// A URL, option or setting is wrong; the message quotes the offending part
     /// (passwords are never included).
     #[error("invalid configuration: {0}")]
@@ -169,6 +178,66 @@ impl LockError {
         }
     }
 
+    /// A [`LockError::InvalidIdentity`]; the identity is shown as a short escaped preview.
+    pub fn invalid_identity(identity: &str, reason: impl Into<String>) -> Self {
+        LockError::InvalidIdentity {
+            identity: preview(identity),
+            reason: reason.into(),
+        }
+    }
+
+    /// A copy of this error for a second reader (store errors lose their `source`, keeping
+    /// its message).
+    pub fn duplicate(&self) -> LockError {
+        match self {
+            LockError::Timeout {
+                name,
+                backend,
+                waited,
+            } => LockError::timeout(name, backend, *waited),
+            LockError::InvalidName { name, reason } => LockError::InvalidName {
+                name: name.clone(),
+                reason: reason.clone(),
+            },
+            LockError::InvalidIdentity { identity, reason } => LockError::InvalidIdentity {
+                identity: identity.clone(),
+                reason: reason.clone(),
+            },
+            LockError::InvalidConfig(m) => LockError::InvalidConfig(m.clone()),
+            LockError::Unavailable {
+                backend,
+                name,
+                message,
+                source,
+            } => {
+                LockError::unavailable(backend, name.as_deref(), with_source(message, source), None)
+            }
+            LockError::NotHeld {
+                name,
+                backend,
+                reason,
+            } => LockError::not_held(name, backend, reason),
+            LockError::Lost {
+                name,
+                backend,
+                reason,
+            } => LockError::Lost {
+                name: name.clone(),
+                backend: backend.clone(),
+                reason: reason.clone(),
+            },
+            LockError::Unsupported { backend, operation } => {
+                LockError::unsupported(backend, operation)
+            }
+            LockError::Backend {
+                backend,
+                name,
+                message,
+                source,
+            } => LockError::backend(backend, name.as_deref(), with_source(message, source), None),
+        }
+    }
+
     /// A [`LockError::Unsupported`].
     pub fn unsupported(backend: impl Into<String>, operation: impl Into<String>) -> Self {
         LockError::Unsupported {
@@ -180,6 +249,13 @@ impl LockError {
     /// A [`LockError::InvalidConfig`].
     pub fn invalid_config(message: impl Into<String>) -> Self {
         LockError::InvalidConfig(message.into())
+    }
+}
+
+fn with_source(message: &str, source: &Option<BoxError>) -> String {
+    match source {
+        Some(s) => format!("{message} ({s})"),
+        None => message.to_owned(),
     }
 }
 

@@ -16,6 +16,10 @@ pub struct LockInfo {
     pub expires_in: Option<Duration>,
     /// Contenders waiting, where the store can tell (ZooKeeper).
     pub waiters: Option<usize>,
+    /// The holder identity recorded with the acquisition ([`crate::AcquireOptions::holder`]),
+    /// where the backend records it ([`crate::Capabilities::holder_identity`]) and the holder
+    /// gave one. Never the identity of an earlier holder.
+    pub holder: Option<String>,
 }
 
 impl LockInfo {
@@ -37,6 +41,13 @@ impl LockInfo {
             owner,
             expires_in,
             waiters,
+            holder: None,
         }
+    }
+
+    /// Sets the recorded holder identity.
+    pub fn with_holder(mut self, holder: Option<String>) -> Self {
+        self.holder = holder;
+        self
     }
 }

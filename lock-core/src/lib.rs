@@ -9,7 +9,8 @@
 //!   and reads.
 //! * [`LockExt`] ([`recipes`]): work that stops when its lock is lost (`run_locked`) and
 //!   several locks all-or-nothing without deadlock (`acquire_all` → [`MultiGuard`]), on every
-//!   backend.
+//!   backend; leader election ([`elect`] → [`Leadership`], [`DistributedLock::leader`] for
+//!   observers).
 //! * [`DistributedSemaphore`] (at most N holders of a name) and [`DistributedRwLock`] (many
 //!   readers or one writer, writers not starved): guards of the same kind, tokens from the
 //!   name's one counter.
@@ -52,8 +53,9 @@ pub use error::{BoxError, LockError};
 pub use guard::{LockContext, LockGuard};
 pub use info::LockInfo;
 pub use lock::DistributedLock;
+pub use options::{validate_identity, MAX_IDENTITY_BYTES};
 pub use options::{AcquireOptions, DEFAULT_TTL};
-pub use recipes::{LockExt, MultiGuard};
+pub use recipes::{elect, elect_with, Leader, Leadership, LockExt, MultiGuard};
 pub use rwlock::{Access, DistributedRwLock, RwLockInfo};
 pub use secret::{Secret, SecretUrl};
 pub use semaphore::{DistributedSemaphore, SemaphoreInfo, MAX_PERMITS};

@@ -6,6 +6,7 @@ use async_trait::async_trait;
 use tracing::Instrument;
 
 use crate::backend::{attempt, name, Attempt, LockBackend};
+use crate::recipes::election::{leader_by_inspect, Leader};
 use crate::{AcquireOptions, Capabilities, LockError, LockGuard, LockInfo};
 
 /// A distributed mutual-exclusion lock service: one client of one store.
@@ -88,6 +89,47 @@ pub trait DistributedLock: Send + Sync + Debug + 'static {
     /// # Errors
     /// [`LockError::Unsupported`] when the backend cannot inspect; store errors otherwise.
     async fn inspect(&self, name: &str) -> Result<LockInfo, LockError>;
+
+    /// Campaigns for leadership of `group` as `identity`: returns once this caller leads, with
+    /// the leadership as a guard (lost, fenced and released like any lock), waiting up to
+    /// `opts.wait`. Most callers want [`crate::recipes::election::elect`], which campaigns in
+    /// the background and hands back a [`crate::recipes::election::Leadership`].
+    ///
+    /// Provided: the lock named `group`, taken with `identity` as its holder
+    /// ([`AcquireOptions::holder`]). A store with a native election recipe answers instead
+    /// (ZooKeeper: Curator's `LeaderLatch`).
+    ///
+    /// # Cancel safety
+    /// As [`DistributedLock::acquire`]: a dropped campaign leaves nothing behind.
+    ///
+    /// # Errors
+    /// As [`DistributedLock::acquire`], plus [`LockError::InvalidIdentity`].
+    async fn campaign(
+        &self,
+        group: &str,
+        identity: &str,
+        opts: &AcquireOptions,
+    ) -> Result<LockGuard, LockError> {
+        self.acquire(group, &opts.clone().holder(identity)).await
+    }
+
+    /// Who leads `group` now (identity and fencing token), without campaigning; `None` when
+    /// nobody does. A snapshot: leadership may change the moment after.
+    ///
+    /// # Errors
+    /// [`LockError::Unsupported`] when the backend cannot tell who leads
+    /// ([`Capabilities::holder_identity`] is `false`); an error, never an earlier leader's
+    /// identity, when the group's lock is held by a holder that recorded no identity; store
+    /// errors otherwise.
+    async fn leader(&self, group: &str) -> Result<Option<Leader>, LockError> {
+        leader_by_inspect(
+            self.backend_name(),
+            self.capabilities().holder_identity,
+            group,
+            || self.inspect(group),
+        )
+        .await
+    }
 }
 
 /// Every backend's user-facing methods, written once: validation, the tracing span, the
@@ -131,6 +173,28 @@ impl<B: LockBackend> DistributedLock for B {
     async fn inspect(&self, name: &str) -> Result<LockInfo, LockError> {
         name::validate(name)?;
         LockBackend::inspect(self, name).await
+    }
+
+    async fn campaign(
+        &self,
+        group: &str,
+        identity: &str,
+        opts: &AcquireOptions,
+    ) -> Result<LockGuard, LockError> {
+        let opts = opts.clone().holder(identity);
+        attempt::checked(group, &opts)?;
+        let span = tracing::debug_span!("campaign", backend = %self.backend_name(), name = %group);
+        let won = attempt::live(self.backend_name(), group, &opts, |o| async move {
+            LockBackend::campaign(self, group, &o).await
+        })
+        .instrument(span)
+        .await?;
+        attempt::or_timeout(won, group, self.backend_name(), &opts)
+    }
+
+    async fn leader(&self, group: &str) -> Result<Option<Leader>, LockError> {
+        name::validate(group)?;
+        LockBackend::leader(self, group).await
     }
 }
 
@@ -247,6 +311,19 @@ mod tests {
             g.map(|g| (g.is_lost(), g.fencing_token())),
             Some((false, 2))
         );
+    }
+
+    /// A campaign is an acquisition too: a leadership lost before it is handed out is given
+    /// back and the campaign repeated.
+    #[tokio::test]
+    async fn a_leadership_lost_before_it_is_handed_out_is_given_back_too() {
+        let s = store(2);
+        let g = DistributedLock::campaign(&s, "n", "me", &AcquireOptions::new())
+            .await
+            .unwrap();
+        assert!(!g.is_lost());
+        assert_eq!(g.fencing_token(), 3);
+        g.abandon();
     }
 
     /// A store that only ever hands out lost guards gets a typed error after a bounded number

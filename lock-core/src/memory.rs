@@ -16,14 +16,16 @@ use tokio::time::Instant;
 
 use crate::backend::local_queue::{self, LocalQueue};
 use crate::backend::{Attempt, Deadline, GuardParts, Lease, LockBackend, LostSignal};
-use crate::{AcquireOptions, Capabilities, LockError, LockGuard, Wakeup};
+use crate::{AcquireOptions, Capabilities, LockError, LockGuard, LockInfo, Wakeup};
 
 const BACKEND: &str = "memory";
 
 #[derive(Debug)]
 struct Entry {
     owner: u64,
+    token: u64,
     expires: Instant,
+    holder: Option<String>,
 }
 
 #[derive(Debug, Default)]
@@ -90,7 +92,7 @@ impl MemoryStore {
     }
 
     /// One attempt: take `name` if free or expired. `Ok((owner, token))` or `Err(holder expiry)`.
-    fn try_take(&self, name: &str, ttl: Duration) -> Result<(u64, u64), Instant> {
+    fn try_take(&self, name: &str, opts: &AcquireOptions) -> Result<(u64, u64), Instant> {
         let mut s = self.lock_state();
         let now = Instant::now();
         if let Some(e) = s.held.get(name) {
@@ -107,7 +109,9 @@ impl MemoryStore {
             name.to_owned(),
             Entry {
                 owner,
-                expires: now + ttl,
+                token,
+                expires: now + opts.ttl,
+                holder: opts.holder.clone(),
             },
         );
         Ok((owner, token))
@@ -206,7 +210,7 @@ impl LockBackend for MemoryLock {
             let at = Instant::now();
             return Ok(self
                 .store
-                .try_take(name, opts.ttl)
+                .try_take(name, opts)
                 .ok()
                 .map(|(owner, token)| self.guard(name, opts, owner, token, at)));
         }
@@ -219,7 +223,7 @@ impl LockBackend for MemoryLock {
             tokio::pin!(notified);
             notified.as_mut().enable();
             let at = Instant::now();
-            match self.store.try_take(name, opts.ttl) {
+            match self.store.try_take(name, opts) {
                 Ok((owner, token)) => return Ok(Some(self.guard(name, opts, owner, token, at))),
                 Err(expires) => {
                     if deadline.expired() {
@@ -236,11 +240,26 @@ impl LockBackend for MemoryLock {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::leased(Wakeup::Notify, false)
+        Capabilities::leased(Wakeup::Notify, false).with_holder_identity(true)
     }
 
     fn backend_name(&self) -> &str {
         BACKEND
+    }
+
+    async fn inspect(&self, name: &str) -> Result<LockInfo, LockError> {
+        let s = self.store.lock_state();
+        let now = Instant::now();
+        Ok(match s.held.get(name) {
+            Some(e) if e.expires > now => LockInfo::held(
+                Some(e.token),
+                Some(e.owner.to_string()),
+                Some(e.expires - now),
+                None,
+            )
+            .with_holder(e.holder.clone()),
+            _ => LockInfo::free(),
+        })
     }
 }
 

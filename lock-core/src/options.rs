@@ -18,6 +18,10 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
 /// * `renew`: keep the lease alive in the background (every `ttl / 3`, or a third of a
 ///   shorter validity the store vouches for) while the guard lives.
 ///   With `renew = false` the guard reports itself lost when the lease runs out.
+/// * `holder`: an identity recorded with the acquisition where the store can keep it
+///   ([`crate::Capabilities::holder_identity`]), so [`crate::DistributedLock::inspect`] reports
+///   it as [`crate::LockInfo::holder`] (leader election uses it). At most
+///   [`MAX_IDENTITY_BYTES`] bytes, non-empty, no control characters.
 ///
 /// # Defaults from configuration
 /// A lock connected from a URL with `ttl`, `wait` or `renew` parameters (or a `LockConfig`)
@@ -48,6 +52,8 @@ pub struct AcquireOptions {
     pub ttl: Duration,
     /// Renew the lease in the background while held.
     pub renew: bool,
+    /// The holder identity recorded with the acquisition, if any.
+    pub holder: Option<String>,
     /// Which fields a builder method set (`SET_*` bits).
     set: u8,
 }
@@ -58,7 +64,8 @@ const SET_RENEW: u8 = 4;
 
 impl PartialEq for AcquireOptions {
     fn eq(&self, other: &Self) -> bool {
-        (self.wait, self.ttl, self.renew) == (other.wait, other.ttl, other.renew)
+        (self.wait, self.ttl, self.renew, &self.holder)
+            == (other.wait, other.ttl, other.renew, &other.holder)
     }
 }
 
@@ -70,6 +77,7 @@ impl Default for AcquireOptions {
             wait: None,
             ttl: DEFAULT_TTL,
             renew: true,
+            holder: None,
             set: 0,
         }
     }
@@ -109,6 +117,13 @@ impl AcquireOptions {
         self
     }
 
+    /// Records `identity` as the holder of the locks taken with these options (see
+    /// [`AcquireOptions::holder`](#structfield.holder)); checked by [`AcquireOptions::validate`].
+    pub fn holder(mut self, identity: impl Into<String>) -> Self {
+        self.holder = Some(identity.into());
+        self
+    }
+
     /// These options with every field the caller did not set taken from `defaults` (the
     /// configured defaults of a lock). A field counts as set when a builder method set it or
     /// when it differs from the built-in default ([`AcquireOptions::new`]).
@@ -128,11 +143,16 @@ impl AcquireOptions {
         out
     }
 
-    /// Checks the options: the lease must be at least 10 ms and at most 24 hours.
+    /// Checks the options: the lease must be at least 10 ms and at most 24 hours; a holder
+    /// identity must pass [`validate_identity`].
     ///
     /// # Errors
-    /// [`LockError::InvalidConfig`] naming the bad value.
+    /// [`LockError::InvalidConfig`] naming the bad value; [`LockError::InvalidIdentity`] for a
+    /// bad holder identity.
     pub fn validate(&self) -> Result<(), LockError> {
+        if let Some(id) = &self.holder {
+            validate_identity(id)?;
+        }
         if self.ttl < Duration::from_millis(10) {
             return Err(LockError::invalid_config(format!(
                 "ttl {:?} is too short: a lease must be at least 10ms",
@@ -149,6 +169,30 @@ impl AcquireOptions {
     }
 }
 
+/// The longest holder identity accepted, in bytes.
+pub const MAX_IDENTITY_BYTES: usize = 128;
+
+/// Checks a holder (participant) identity: non-empty, at most [`MAX_IDENTITY_BYTES`] bytes, no
+/// control characters (so it prints on one line and fits every store's record).
+///
+/// # Errors
+/// [`LockError::InvalidIdentity`] naming the broken rule.
+pub fn validate_identity(identity: &str) -> Result<(), LockError> {
+    let why = if identity.is_empty() {
+        "an identity must not be empty".to_owned()
+    } else if identity.len() > MAX_IDENTITY_BYTES {
+        format!(
+            "an identity is at most {MAX_IDENTITY_BYTES} bytes, this one has {}",
+            identity.len()
+        )
+    } else if identity.chars().any(char::is_control) {
+        "an identity must not contain control characters (newline, tab, NUL, …)".to_owned()
+    } else {
+        return Ok(());
+    };
+    Err(LockError::invalid_identity(identity, why))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -162,6 +206,20 @@ mod tests {
         assert!(matches!(err, LockError::InvalidConfig(_)));
         assert!(err.to_string().contains("ttl"));
         assert!(AcquireOptions::new().validate().is_ok());
+    }
+
+    #[test]
+    fn identities_are_checked_with_typed_errors() {
+        for bad in ["", "a\nb", "tab\there", "nul\0", &"x".repeat(129)] {
+            let e = AcquireOptions::new().holder(bad).validate().unwrap_err();
+            assert!(
+                matches!(e, LockError::InvalidIdentity { .. }),
+                "{bad:?}: {e}"
+            );
+        }
+        for good in ["node-1", "10.0.0.7:8080", "ключ 🔒", &"x".repeat(128)] {
+            assert!(validate_identity(good).is_ok(), "{good:?}");
+        }
     }
 
     #[test]

@@ -111,6 +111,7 @@ impl LockBackend for RedisLock {
             .owner_token
             .clone()
             .unwrap_or_else(owner_token);
+        let token = crate::holder::owner_value(token, opts.holder.as_deref());
         let (subs, try_only) = (&self.subscribers, how == Attempt::Try);
         match &self.store {
             Store::Single(s) => acquire(&**s, subs, keys, token, name, opts, try_only).await,
@@ -120,7 +121,9 @@ impl LockBackend for RedisLock {
 
     /// Leased, woken by release messages; queue lengths from a single instance only.
     fn capabilities(&self) -> Capabilities {
-        Capabilities::leased(Wakeup::Notify, true).with_queue_length(self.single())
+        Capabilities::leased(Wakeup::Notify, true)
+            .with_queue_length(self.single())
+            .with_holder_identity(true)
     }
 
     fn backend_name(&self) -> &str {
@@ -152,12 +155,16 @@ impl LockBackend for RedisLock {
         }
         Ok(
             match holders.into_values().find(|(n, _)| *n >= self.cfg.quorum()) {
-                Some((_, p)) => LockInfo::held(
-                    p.counter,
-                    p.owner,
-                    (p.pttl_ms >= 0).then(|| Duration::from_millis(p.pttl_ms as u64)),
-                    self.single().then_some(p.queued.max(0) as usize),
-                ),
+                Some((_, p)) => {
+                    let (owner, holder) = p.owner.map(crate::holder::split).unzip();
+                    LockInfo::held(
+                        p.counter,
+                        owner,
+                        (p.pttl_ms >= 0).then(|| Duration::from_millis(p.pttl_ms as u64)),
+                        self.single().then_some(p.queued.max(0) as usize),
+                    )
+                    .with_holder(holder.flatten())
+                }
                 None => LockInfo::free(),
             },
         )

@@ -59,6 +59,11 @@
 //! `eviction.rs`). A server that will not tell (CONFIG disabled or not permitted) is used with
 //! a warning.
 //!
+//! # Holder identities (leader election)
+//! An acquisition's holder identity is kept in the lock key's value after the owner token
+//! (`<token>\n<identity>`, see `holder`), so `inspect` and `leader` report it with no key of
+//! its own and every token check unchanged.
+//!
 //! # Logs
 //! `tracing` events, never with a password or URL (servers appear as `host:port`): `warn` for
 //! a Redlock round or a connect that too few masters answered, an unusable or unchecked
@@ -85,6 +90,7 @@ mod backend;
 pub mod config;
 mod error;
 mod eviction;
+mod holder;
 mod keys;
 mod lease;
 mod node;

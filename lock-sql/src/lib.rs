@@ -105,6 +105,7 @@ pub mod config;
 mod error;
 mod for_update;
 mod held;
+mod holders;
 mod lock;
 mod notify;
 mod row;

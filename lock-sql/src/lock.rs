@@ -14,6 +14,7 @@ use crate::advisory::AdvisoryLock;
 use crate::client::SqlClient;
 use crate::config::{Mode, SqlConfig};
 use crate::for_update::ForUpdateLock;
+use crate::holders::HolderStatements;
 use crate::row::RowLock;
 
 /// A distributed lock on one SQL database: one client with its own connection pool, in the
@@ -24,6 +25,8 @@ pub struct SqlLock {
     client: Arc<SqlClient>,
     /// The mode's implementation, over `client`.
     mode: Box<dyn LockBackend>,
+    /// Holder identities: row mode only (see `holders.rs`).
+    holders: Option<HolderStatements>,
 }
 
 impl fmt::Debug for SqlLock {
@@ -51,7 +54,13 @@ impl SqlLock {
             Mode::ForUpdate => Box::new(ForUpdateLock::new(Arc::clone(&client))?),
             Mode::Advisory => Box::new(AdvisoryLock::new(Arc::clone(&client))?),
         };
-        Ok(SqlLock { client, mode })
+        let holders = (client.cfg.mode == Mode::Row)
+            .then(|| HolderStatements::new(client.cfg.dialect, &client.cfg.table));
+        Ok(SqlLock {
+            client,
+            mode,
+            holders,
+        })
     }
 
     /// The configuration in use (its `Debug` never shows the password).
@@ -75,11 +84,24 @@ impl LockBackend for SqlLock {
         opts: &AcquireOptions,
         how: Attempt,
     ) -> Result<Option<LockGuard>, LockError> {
-        self.mode.attempt(name, opts, how).await
+        let won = self.mode.attempt(name, opts, how).await?;
+        if let (Some(g), Some(holders), Some(holder)) = (&won, &self.holders, &opts.holder) {
+            let (pool, label) = (&self.client.pool, &self.client.label);
+            if let Err(e) = holders
+                .record(pool, label, name, g.fencing_token(), holder)
+                .await
+            {
+                // The lock is held all the same; `leader()` reports the missing identity.
+                tracing::warn!(backend = %label, name, error = %e, "could not record the holder identity");
+            }
+        }
+        Ok(won)
     }
 
     fn capabilities(&self) -> Capabilities {
-        self.mode.capabilities()
+        self.mode
+            .capabilities()
+            .with_holder_identity(self.holders.is_some())
     }
 
     fn backend_name(&self) -> &str {
@@ -87,7 +109,15 @@ impl LockBackend for SqlLock {
     }
 
     async fn inspect(&self, name: &str) -> Result<LockInfo, LockError> {
-        self.mode.inspect(name).await
+        let info = self.mode.inspect(name).await?;
+        match (&self.holders, info.held, info.fencing_token) {
+            (Some(holders), true, Some(token)) => {
+                let (pool, label) = (&self.client.pool, &self.client.label);
+                let holder = holders.lookup(pool, label, name, token).await?;
+                Ok(info.with_holder(holder))
+            }
+            _ => Ok(info),
+        }
     }
 }
 

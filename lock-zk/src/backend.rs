@@ -8,8 +8,8 @@ use async_trait::async_trait;
 use futures::future::BoxFuture;
 use lock_core::backend::{Attempt, CleanupOnDrop, Deadline, GuardParts, LockBackend, LostSignal};
 use lock_core::{
-    AcquireOptions, Capabilities, CrashRelease, DistributedLock, LockError, LockGuard, LockInfo,
-    Wakeup,
+    AcquireOptions, Capabilities, CrashRelease, DistributedLock, Leader, LockError, LockGuard,
+    LockInfo, Wakeup,
 };
 use tokio::time::Instant;
 use zookeeper_client::{Acls, Client, CreateMode, CreateOptions, Error, EventType};
@@ -18,7 +18,7 @@ use crate::config::ZkConfig;
 use crate::contender::{Contender, Created};
 use crate::error::map;
 use crate::lease::ZkLease;
-use crate::path::{lock_path, protected_prefix, sorted_contenders, uuid};
+use crate::path::{lock_path, protected_prefix, uuid, NodeKind};
 use crate::session::Session;
 
 /// Attempts to create the lock directory's parents and then our node again.
@@ -70,6 +70,11 @@ impl ZkLock {
         })
     }
 
+    /// The configuration in use.
+    pub fn config(&self) -> &ZkConfig {
+        &self.cfg
+    }
+
     /// Predecessor-watch notifications this client has received (one per handoff it waited
     /// for: the herd-effect check).
     #[doc(hidden)]
@@ -84,7 +89,7 @@ impl ZkLock {
     }
 
     /// The live session, or a new one if it expired.
-    async fn session(&self) -> Result<Arc<Session>, LockError> {
+    pub(crate) async fn session(&self) -> Result<Arc<Session>, LockError> {
         let mut slot = self.session.lock().await;
         if let Some(s) = slot.as_ref().filter(|s| !s.is_dead()) {
             return Ok(Arc::clone(s));
@@ -147,21 +152,25 @@ impl ZkLock {
         ))
     }
 
-    async fn acquire_inner(
+    /// One acquisition of `name`'s directory as a node of `kind` (a lock contender or an
+    /// election participant; the recipes differ only in their node names), created with the
+    /// holder identity of `opts` as its data.
+    pub(crate) async fn acquire_inner(
         &self,
         name: &str,
         opts: &AcquireOptions,
         try_only: bool,
+        kind: NodeKind,
     ) -> Result<Option<LockGuard>, LockError> {
         let dir = lock_path(&self.cfg.base, name)?;
         let deadline = Deadline::after(opts.wait);
         let session = self.session().await?;
         let client = session.client.clone();
-        let mine = Arc::new(Contender::new(
-            client.clone(),
-            dir.clone(),
-            protected_prefix(&uuid()),
-        ));
+        let data = opts.holder.clone().unwrap_or_default().into_bytes();
+        let mine = Arc::new(
+            Contender::new(client.clone(), dir.clone(), protected_prefix(&uuid()))
+                .with_node(kind, data),
+        );
         // Whatever node we created is deleted if this acquisition is cancelled or gives up.
         let cleanup = {
             let (mine, within) = (Arc::clone(&mine), self.cfg.session_timeout);
@@ -173,7 +182,8 @@ impl ZkLock {
         loop {
             // A node of ours other than our contender (a create whose reply was lost, committed
             // late) is never waited on, and goes.
-            let (strays, others): (Vec<String>, Vec<String>) = sorted_contenders(children)
+            let (strays, others): (Vec<String>, Vec<String>) = kind
+                .sorted(children)
                 .into_iter()
                 .partition(|c| *c != ours && mine.is_ours(c));
             for stray in &strays {
@@ -319,12 +329,28 @@ impl LockBackend for ZkLock {
         opts: &AcquireOptions,
         how: Attempt,
     ) -> Result<Option<LockGuard>, LockError> {
-        self.acquire_inner(name, opts, how == Attempt::Try).await
+        self.acquire_inner(name, opts, how == Attempt::Try, NodeKind::Lock)
+            .await
+    }
+
+    /// Curator's `LeaderLatch` (see `election.rs`).
+    async fn campaign(
+        &self,
+        group: &str,
+        opts: &AcquireOptions,
+    ) -> Result<Option<LockGuard>, LockError> {
+        self.acquire_inner(group, opts, false, NodeKind::Latch)
+            .await
+    }
+
+    async fn leader(&self, group: &str) -> Result<Option<Leader>, LockError> {
+        crate::election::leader(self, group).await
     }
 
     fn capabilities(&self) -> Capabilities {
         Capabilities::bound(CrashRelease::Session, Wakeup::Watch, true)
             .with_queue_length(true)
+            .with_holder_identity(true)
             .with_stall_tolerance(self.cfg.stall_tolerance(lock_core::DEFAULT_TTL))
     }
 
@@ -333,28 +359,12 @@ impl LockBackend for ZkLock {
     }
 
     async fn inspect(&self, name: &str) -> Result<LockInfo, LockError> {
-        let dir = lock_path(&self.cfg.base, name)?;
-        let session = self.session().await?;
-        let children = match session.client.get_children(&dir).await {
-            Ok((c, _)) => c,
-            Err(Error::NoNode) => return Ok(LockInfo::free()),
-            Err(e) => return Err(map(e, &self.label, Some(name))),
-        };
-        let sorted = sorted_contenders(children);
-        let Some(holder) = sorted.first() else {
-            return Ok(LockInfo::free());
-        };
-        let stat = session
-            .client
-            .check_stat(&format!("{dir}/{holder}"))
-            .await
-            .map_err(|e| map(e, &self.label, Some(name)))?;
-        Ok(LockInfo::held(
-            stat.map(|s| s.czxid as u64),
-            Some(holder.clone()),
-            None,
-            Some(sorted.len() - 1),
-        ))
+        let first = crate::election::first_node(self, name, NodeKind::Lock).await?;
+        Ok(match first {
+            Some(f) => LockInfo::held(Some(f.czxid), Some(f.node), None, Some(f.others))
+                .with_holder(f.identity),
+            None => LockInfo::free(),
+        })
     }
 }
 

@@ -16,7 +16,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use zookeeper_client::{Acls, Client, CreateMode, CreateOptions, Error};
 
-use crate::path::{sequence_of, LOCK_NAME};
+use crate::path::NodeKind;
 
 /// Attempts to create our contender node through connection losses and vanished parents.
 const CREATE_ATTEMPTS: usize = 10;
@@ -39,6 +39,9 @@ pub(crate) struct Contender {
     pub client: Client,
     pub dir: String,
     pub prefix: String,
+    /// The recipe our node belongs to, and the data it is created with.
+    kind: NodeKind,
+    data: Vec<u8>,
     /// A create's reply was lost: a node of ours may exist that was never seen (it may even
     /// commit later, behind our contender), so release sweeps the directory for it.
     unsure: AtomicBool,
@@ -56,14 +59,23 @@ impl Contender {
             client,
             dir,
             prefix,
+            kind: NodeKind::Lock,
+            data: Vec::new(),
             unsure: AtomicBool::new(false),
             known: Mutex::new(None),
         }
     }
 
+    /// The same contender as a node of `kind` created with `data` (a holder identity).
+    pub(crate) fn with_node(mut self, kind: NodeKind, data: Vec<u8>) -> Self {
+        self.kind = kind;
+        self.data = data;
+        self
+    }
+
     /// Whether `child` is one of our nodes.
     pub(crate) fn is_ours(&self, child: &str) -> bool {
-        child.starts_with(&self.prefix) && sequence_of(child).is_some()
+        child.starts_with(&self.prefix) && self.kind.sequence_of(child).is_some()
     }
 
     /// Whether a create's reply was lost during this acquisition.
@@ -78,17 +90,18 @@ impl Contender {
     /// # Errors
     /// Any other ZooKeeper error, unmapped.
     pub(crate) async fn create(&self) -> Result<Created, Error> {
-        let node_base = format!("{}/{}{LOCK_NAME}", self.dir, self.prefix);
+        let marker = self.kind.marker();
+        let node_base = format!("{}/{}{marker}", self.dir, self.prefix);
         for _ in 0..CREATE_ATTEMPTS {
             let opts = ephemeral_sequential();
-            let create = self.client.create(&node_base, &[], &opts);
+            let create = self.client.create(&node_base, &self.data, &opts);
             let list = self.client.get_children(&self.dir);
             let (created, listed) = tokio::join!(create, list);
             match created {
                 // The list was answered after the create by the same server, so it shows every
                 // node of ours that committed before this one.
                 Ok((stat, seq)) => {
-                    let ours = format!("{}{LOCK_NAME}{seq}", self.prefix);
+                    let ours = format!("{}{marker}{seq}", self.prefix);
                     return self.settle(listed?.0, Some((ours, stat.czxid))).await;
                 }
                 Err(Error::NoNode) => return Ok(Created::NoParent),
@@ -138,7 +151,7 @@ impl Contender {
             .filter(|c| self.is_ours(c))
             .cloned()
             .collect();
-        mine.sort_by(|a, b| sequence_of(a).cmp(&sequence_of(b)));
+        mine.sort_by(|a, b| self.kind.sequence_of(a).cmp(&self.kind.sequence_of(b)));
         let Some(lowest) = mine.first().cloned() else {
             return Ok(Created::GaveUp);
         };

@@ -68,6 +68,8 @@
 //! # Layout
 //! * `backend.rs`: [`ZkLock`] — connect, the acquisition loop (contender, predecessor watch,
 //!   re-list behind a `sync`) and the one `LockBackend` impl.
+//! * `election.rs`: leader election as Curator's `LeaderLatch` (`latch-` nodes, identity as
+//!   node data), and reading a directory's first node for `inspect` and `leader`.
 //! * `contender.rs`: this acquisition's node, and the nodes a create whose reply was lost may
 //!   have left.
 //! * `session.rs`: one session, its state watcher and the guards it loses when it dies.
@@ -79,6 +81,7 @@
 mod backend;
 pub mod config;
 mod contender;
+mod election;
 mod error;
 mod lease;
 pub mod path;

@@ -11,8 +11,11 @@
 //!   processes on the same path exclude each other. Only children shaped like that — ending
 //!   in `lock-` and exactly 10 digits — are contenders: nested lock directories such as `a/b`,
 //!   `a/block-` or `a/lock-0` under `a` are not;
-//! * a name with a path element shaped like a contender (`a/lock-0000000001`) is rejected with
-//!   `InvalidName`: its directory would sit among `a`'s contenders and block `a`.
+//! * a name with a path element shaped like a contender (`a/lock-0000000001`) or an election
+//!   participant (`a/latch-0000000001`) is rejected with `InvalidName`: its directory would sit
+//!   among `a`'s contenders and block `a`;
+//! * election participants (Curator's `LeaderLatch`, [`NodeKind::Latch`]) are named
+//!   `_c_<uuid>-latch-<10-digit sequence>` and ordered the same way.
 
 use lock_core::LockError;
 use rand::Rng;
@@ -83,10 +86,14 @@ pub fn lock_path(base: &str, name: &str) -> Result<String, LockError> {
             "the /zookeeper tree is reserved by ZooKeeper",
         ));
     }
-    if path.split('/').any(|seg| sequence_of(seg).is_some()) {
+    if path.split('/').any(|seg| {
+        [NodeKind::Lock, NodeKind::Latch]
+            .iter()
+            .any(|k| k.sequence_of(seg).is_some())
+    }) {
         return Err(LockError::invalid_name(
             name,
-            "a path element ends in `lock-` and 10 digits, the shape of a lock contender node, so it would queue in its parent's lock; rename it",
+            "a path element ends in `lock-` or `latch-` and 10 digits, the shape of a lock contender or election participant node, so it would queue in its parent's lock; rename it",
         ));
     }
     Ok(path)
@@ -116,23 +123,56 @@ pub fn protected_prefix(uuid: &str) -> String {
 /// Digits ZooKeeper appends to a sequential node's name (`%010d`).
 pub const SEQUENCE_DIGITS: usize = 10;
 
-/// The sort key of a contender: the 10-digit sequence after its final `lock-` (Curator's
-/// `fixForSorting`), or `None` for a child that is not shaped like a contender node — nested
-/// lock directories such as `block-`, `lock-0` or `x-lock-` must not count (issue 14).
-pub fn sequence_of(child: &str) -> Option<&str> {
-    let split = child.len().checked_sub(SEQUENCE_DIGITS)?;
-    let (head, seq) = (child.get(..split)?, child.get(split..)?);
-    (head.ends_with(LOCK_NAME) && seq.bytes().all(|b| b.is_ascii_digit())).then_some(seq)
+/// Curator's `LeaderLatch` node-name marker.
+pub const LATCH_NAME: &str = "latch-";
+
+/// Which Curator recipe a directory's sequential nodes belong to: the marker before their
+/// sequence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodeKind {
+    /// `InterProcessMutex`: `_c_<uuid>-lock-<sequence>`.
+    Lock,
+    /// `LeaderLatch`: `_c_<uuid>-latch-<sequence>`.
+    Latch,
 }
 
-/// The contenders among `children`, in Curator's order.
+impl NodeKind {
+    /// The marker before the sequence (`lock-`, `latch-`).
+    pub fn marker(self) -> &'static str {
+        match self {
+            NodeKind::Lock => LOCK_NAME,
+            NodeKind::Latch => LATCH_NAME,
+        }
+    }
+
+    /// The sort key of a node of this kind: the 10-digit sequence after its final marker
+    /// (Curator's `fixForSorting`), or `None` for a child not shaped like one — nested lock
+    /// directories such as `block-`, `lock-0` or `x-lock-` must not count (issue 14).
+    pub fn sequence_of(self, child: &str) -> Option<&str> {
+        let split = child.len().checked_sub(SEQUENCE_DIGITS)?;
+        let (head, seq) = (child.get(..split)?, child.get(split..)?);
+        (head.ends_with(self.marker()) && seq.bytes().all(|b| b.is_ascii_digit())).then_some(seq)
+    }
+
+    /// The nodes of this kind among `children`, in Curator's order.
+    pub fn sorted(self, children: Vec<String>) -> Vec<String> {
+        let mut v: Vec<String> = children
+            .into_iter()
+            .filter(|c| self.sequence_of(c).is_some())
+            .collect();
+        v.sort_by(|a, b| self.sequence_of(a).cmp(&self.sequence_of(b)));
+        v
+    }
+}
+
+/// [`NodeKind::sequence_of`] for lock contenders.
+pub fn sequence_of(child: &str) -> Option<&str> {
+    NodeKind::Lock.sequence_of(child)
+}
+
+/// The lock contenders among `children`, in Curator's order.
 pub fn sorted_contenders(children: Vec<String>) -> Vec<String> {
-    let mut v: Vec<String> = children
-        .into_iter()
-        .filter(|c| sequence_of(c).is_some())
-        .collect();
-    v.sort_by(|a, b| sequence_of(a).cmp(&sequence_of(b)));
-    v
+    NodeKind::Lock.sorted(children)
 }
 
 #[cfg(test)]
@@ -207,8 +247,15 @@ mod tests {
         );
         for not in ["block-", "lock-0", "x-lock-", "a/lock-", "lock-+000000001"] {
             assert_eq!(sequence_of(not), None, "{not}");
+            assert_eq!(NodeKind::Latch.sequence_of(not), None, "{not}");
         }
         assert_eq!(sequence_of("_c_x-lock-0000000042"), Some("0000000042"));
+        assert_eq!(sequence_of("_c_x-latch-0000000042"), None);
+        assert_eq!(
+            NodeKind::Latch.sequence_of("_c_x-latch-0000000042"),
+            Some("0000000042")
+        );
+        assert!(lock_path("/distlock", "g/_c_x-latch-0000000001").is_err());
     }
 
     #[test]

@@ -118,6 +118,9 @@ pub struct ExecArgs {
     pub kill_after: Duration,
     /// The command and its arguments.
     pub command: Vec<String>,
+    /// `distlock elect`: campaign for leadership of the group `name` as this identity instead
+    /// of acquiring the lock `name` (CMD runs while this process leads).
+    pub identity: Option<String>,
 }
 
 fn code_of(status: ExitStatus) -> i32 {
@@ -385,6 +388,33 @@ async fn connect(a: &ExecArgs) -> Result<(Arc<dyn DistributedLock>, AcquireOptio
     Ok((lock, opts))
 }
 
+impl ExecArgs {
+    /// `exec` (no identity) or `elect` (campaigning for the group `name` as `identity`).
+    pub fn new(url: String, name: String, run: super::RunArgs, identity: Option<String>) -> Self {
+        ExecArgs {
+            url,
+            name,
+            wait: run.wait,
+            ttl: run.ttl,
+            kill_after: run.kill_after,
+            command: run.command,
+            identity,
+        }
+    }
+}
+
+/// The lock, or (`distlock elect`) the group's leadership, which is a lock guard too.
+async fn take(
+    lock: &dyn DistributedLock,
+    a: &ExecArgs,
+    opts: &AcquireOptions,
+) -> Result<LockGuard, LockError> {
+    match &a.identity {
+        Some(id) => lock.campaign(&a.name, id, opts).await,
+        None => lock.acquire(&a.name, opts).await,
+    }
+}
+
 /// Runs `exec`; returns the process exit code.
 pub async fn run(a: ExecArgs) -> i32 {
     // First of all, so that no signal kills us between here and CMD's end.
@@ -416,7 +446,7 @@ pub async fn run(a: ExecArgs) -> i32 {
         }
     };
     let acquired = tokio::select! {
-        acquired = lock.acquire(&a.name, &opts) => Ok(acquired),
+        acquired = take(&*lock, &a, &opts) => Ok(acquired),
         sig = signals.recv() => Err(sig),
     };
     let guard = match acquired {
@@ -480,6 +510,9 @@ async fn run_locked(
         .env("DISTLOCK_FENCING_TOKEN", guard.fencing_token().to_string())
         .env("DISTLOCK_NAME", &a.name)
         .process_group(0);
+    if let Some(id) = &a.identity {
+        cmd.env("DISTLOCK_IDENTITY", id);
+    }
     protect_child(&mut cmd, Arc::clone(&watchdog.pipe));
     let spawned = cmd.spawn();
     drop(cmd);

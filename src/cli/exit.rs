@@ -12,6 +12,8 @@ pub const LOST: i32 = 70;
 /// `distlock` could not set up the command's protection (signal handlers, the watchdog); the
 /// command did not run.
 pub const OS_ERROR: i32 = 71;
+/// `distlock leader`: the group has no leader now.
+pub const NO_LEADER: i32 = 3;
 /// The lock was not acquired within `--wait`.
 pub const TIMEOUT: i32 = 75;
 /// The command could not be started (not found / not executable).
@@ -21,7 +23,10 @@ pub const NO_COMMAND: i32 = 127;
 pub fn for_error(e: &LockError) -> i32 {
     match e {
         LockError::Timeout { .. } => TIMEOUT,
-        LockError::InvalidName { .. } | LockError::InvalidConfig(_) => USAGE,
+        LockError::InvalidName { .. }
+        | LockError::InvalidIdentity { .. }
+        | LockError::InvalidConfig(_)
+        | LockError::Unsupported { .. } => USAGE,
         LockError::Unavailable { .. } => UNAVAILABLE,
         LockError::Lost { .. } | LockError::NotHeld { .. } => LOST,
         _ => UNAVAILABLE,
@@ -29,10 +34,12 @@ pub fn for_error(e: &LockError) -> i32 {
 }
 
 /// The text `--help` shows.
-pub const HELP: &str = "Exit codes:
+pub const HELP: &str = "Exit codes (exec; elect the same, with the leadership as the lock):
+  3                  distlock leader: the group has no leader
   CMD's own status   CMD ran under the lock to its end (128+N if it died of signal N), also
                      after distlock forwarded a signal to it
-  64                 usage or configuration error (bad URL, parameter, name or duration)
+  64                 usage or configuration error (bad URL, parameter, name, identity or
+                     duration; an operation the backend does not support)
   69                 the lock store is unreachable
   70                 the lock was lost while CMD ran (CMD's process group got SIGTERM, SIGKILL
                      after --kill-after), or the release at the end found it no longer held;

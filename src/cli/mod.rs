@@ -1,8 +1,10 @@
-//! The `distlock` command line: `exec` (a distributed flock) and `inspect`.
+//! The `distlock` command line: `exec` (a distributed flock), `elect` (run while leading),
+//! `leader` (who leads) and `inspect`.
 
 pub mod exec;
 pub mod exit;
 pub mod inspect;
+pub mod leader;
 pub mod logs;
 
 use std::time::Duration;
@@ -41,19 +43,42 @@ pub enum Cmd {
         /// Lock name.
         #[arg(long)]
         name: String,
-        /// Longest wait for the lock (e.g. 500ms, 10s, 2m); default: forever.
-        #[arg(long, value_parser = dur)]
-        wait: Option<Duration>,
-        /// Lease length, renewed while CMD runs (default 30s).
-        #[arg(long, value_parser = dur)]
-        ttl: Option<Duration>,
-        /// After SIGTERM to CMD's process group (lock lost, or processes CMD left behind),
-        /// SIGKILL what is left after this long.
-        #[arg(long, value_parser = dur, default_value = "10s")]
-        kill_after: Duration,
-        /// The command and its arguments.
-        #[arg(last = true, required = true)]
-        command: Vec<String>,
+        /// When to give up, the lease, and CMD.
+        #[command(flatten)]
+        run: RunArgs,
+    },
+    /// Run CMD while this process leads the group G (leader election). CMD is run, signalled
+    /// and stopped exactly as `exec` does (its own process group, terminated when the
+    /// leadership is lost or distlock dies), and sees DISTLOCK_FENCING_TOKEN, DISTLOCK_NAME
+    /// (the group) and DISTLOCK_IDENTITY. When CMD ends, the leadership is handed over. On
+    /// ZooKeeper this is Curator's LeaderLatch, so Java participants take part.
+    #[command(after_help = exit::HELP)]
+    Elect {
+        /// Lock URL (e.g. zk://host:2181, redis://host:6379, postgres://…?mode=row).
+        #[arg(long, env = "DISTLOCK_URL")]
+        url: String,
+        /// The election group.
+        #[arg(long)]
+        group: String,
+        /// This participant's identity, shown by `distlock leader` (default: HOSTNAME:PID).
+        #[arg(long)]
+        identity: Option<String>,
+        /// When to give up, the lease, and CMD.
+        #[command(flatten)]
+        run: RunArgs,
+    },
+    /// Show who leads the group G (identity and fencing token) without campaigning. Exit 0
+    /// with a leader, 3 when there is none.
+    Leader {
+        /// Lock URL.
+        #[arg(long, env = "DISTLOCK_URL")]
+        url: String,
+        /// The election group.
+        #[arg(long)]
+        group: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Show who holds the lock NAME.
     Inspect {
@@ -67,4 +92,23 @@ pub enum Cmd {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// What `exec` and `elect` share: how long to wait, the lease, how CMD is stopped, and CMD.
+#[derive(clap::Args, Debug)]
+pub struct RunArgs {
+    /// Longest wait for the lock, or (elect) to become the leader (e.g. 500ms, 10s, 2m);
+    /// default: forever. Exit 75 after it.
+    #[arg(long, value_parser = dur)]
+    pub wait: Option<Duration>,
+    /// Lease length, renewed while CMD runs (default 30s).
+    #[arg(long, value_parser = dur)]
+    pub ttl: Option<Duration>,
+    /// After SIGTERM to CMD's process group (lock or leadership lost, or processes CMD left
+    /// behind), SIGKILL what is left after this long.
+    #[arg(long, value_parser = dur, default_value = "10s")]
+    pub kill_after: Duration,
+    /// The command and its arguments.
+    #[arg(last = true, required = true)]
+    pub command: Vec<String>,
 }

@@ -2,6 +2,9 @@
 //! per-test temporary directories.
 #![allow(dead_code, clippy::unwrap_used)]
 
+#[cfg(target_os = "linux")]
+pub mod procs;
+
 use std::path::PathBuf;
 use std::process::Command;
 

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use crate::recipes::election::{leader_by_inspect, Leader};
 use crate::rwlock::{Access, RwLockInfo};
 use crate::semaphore::SemaphoreInfo;
 use crate::{AcquireOptions, Capabilities, LockError, LockGuard, LockInfo};
@@ -59,6 +60,37 @@ pub trait LockBackend: Send + Sync + Debug + 'static {
     async fn inspect(&self, name: &str) -> Result<LockInfo, LockError> {
         let _ = name;
         Err(LockError::unsupported(self.backend_name(), "inspect"))
+    }
+
+    /// One campaign for leadership of `group` (`opts.holder` is the participant's identity):
+    /// like [`LockBackend::attempt`] with [`Attempt::Wait`]. Provided: the lock named `group`.
+    /// A store with a native election recipe overrides this and [`LockBackend::leader`]
+    /// together.
+    ///
+    /// # Errors
+    /// As [`LockBackend::attempt`].
+    async fn campaign(
+        &self,
+        group: &str,
+        opts: &AcquireOptions,
+    ) -> Result<Option<LockGuard>, LockError> {
+        self.attempt(group, opts, Attempt::Wait).await
+    }
+
+    /// Who leads `group` (called with a validated name). Provided: from
+    /// [`LockBackend::inspect`]'s holder identity
+    /// ([`crate::recipes::election::leader_by_inspect`]).
+    ///
+    /// # Errors
+    /// As [`crate::DistributedLock::leader`].
+    async fn leader(&self, group: &str) -> Result<Option<Leader>, LockError> {
+        leader_by_inspect(
+            self.backend_name(),
+            self.capabilities().holder_identity,
+            group,
+            || self.inspect(group),
+        )
+        .await
     }
 }
 

@@ -67,6 +67,8 @@ macro_rules! conformance_suite {
             differential_against_reference,
             run_locked_stops_work_at_loss,
             acquire_all_is_all_or_nothing,
+            election_one_leader_at_a_time,
+            election_loss_ends_leadership,
         );
     };
     (@cases $harness:expr; $($case:ident),* $(,)?) => {

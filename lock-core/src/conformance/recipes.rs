@@ -147,3 +147,125 @@ pub async fn acquire_all_is_all_or_nothing(h: &dyn Harness) {
         wait_for_no_traces(h, n, Duration::from_secs(10)).await;
     }
 }
+
+/// What `leader()` must answer while `expected` leads: its identity and token, or
+/// `Unsupported` where the backend says it records no holder identity.
+async fn assert_leader(
+    observer: &dyn crate::DistributedLock,
+    group: &str,
+    expected: Option<(&str, u64)>,
+) {
+    let seen = observer.leader(group).await;
+    if !observer.capabilities().holder_identity {
+        assert!(
+            matches!(seen, Err(LockError::Unsupported { .. })),
+            "{}: leader() without holder identities gave {seen:?}",
+            observer.backend_name()
+        );
+        return;
+    }
+    let seen = seen.unwrap_or_else(|e| panic!("{}: leader() failed: {e}", observer.backend_name()));
+    assert_eq!(
+        seen.as_ref()
+            .map(|l| (l.identity.as_str(), l.fencing_token)),
+        expected,
+        "{}: leader() named the wrong leader",
+        observer.backend_name()
+    );
+}
+
+/// Among four candidates on two clients exactly one leads at a time, every leader's token is
+/// higher than the last, `leader()` names each winner with its token (without campaigning),
+/// resigning hands over, and a bad identity is a typed error before anything is sent.
+pub async fn election_one_leader_at_a_time(h: &dyn Harness) {
+    let (c1, c2) = (h.client().await, h.client().await);
+    let group = unique_name("elect");
+    let e = crate::elect(Arc::clone(&c1), &group, "bad\nid").unwrap_err();
+    assert!(matches!(e, LockError::InvalidIdentity { .. }), "{e}");
+    assert_leader(&*c2, &group, None).await;
+
+    let o = opts().wait(Duration::from_secs(60));
+    let mut pending: Vec<crate::Leadership> = (0..4)
+        .map(|i| {
+            let c = if i % 2 == 0 { &c1 } else { &c2 };
+            crate::elect_with(Arc::clone(c), &group, &format!("candidate-{i}"), &o).unwrap()
+        })
+        .collect();
+    let mut last = 0;
+    let mut led = Vec::new();
+    while !pending.is_empty() {
+        // Whoever leads next: race every candidate's wait.
+        let (token, idx) = {
+            let waits = pending
+                .iter()
+                .enumerate()
+                .map(|(i, l)| Box::pin(async move { (l.await_leadership().await, i) }));
+            let ((res, i), _, _) = futures::future::select_all(waits).await;
+            (res.unwrap_or_else(|e| panic!("campaign failed: {e}")), i)
+        };
+        // Let a second leader show itself if there were one.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let leaders: Vec<&str> = pending
+            .iter()
+            .filter(|l| l.is_leader())
+            .map(|l| l.identity())
+            .collect();
+        assert_eq!(
+            leaders,
+            vec![pending[idx].identity()],
+            "{}: not exactly one leader",
+            c1.backend_name()
+        );
+        assert!(token > last, "leader token {token} not above {last}");
+        assert_eq!(pending[idx].fencing_token(), Some(token));
+        last = token;
+        assert_leader(&*c1, &group, Some((pending[idx].identity(), token))).await;
+        let winner = pending.remove(idx);
+        led.push(winner.identity().to_owned());
+        winner.resign().await.unwrap();
+    }
+    led.sort();
+    assert_eq!(
+        led,
+        ["candidate-0", "candidate-1", "candidate-2", "candidate-3"]
+    );
+    assert_leader(&*c2, &group, None).await;
+    wait_for_no_traces(h, &group, Duration::from_secs(10)).await;
+}
+
+/// A leadership whose lock is removed underneath ends: `lost()` fires, `is_leader` turns
+/// false, and the next candidate leads with a higher token. (The next candidate campaigns only
+/// after the removal: the SQL harnesses find the connection to kill through the lock's wait
+/// queue, where a waiting candidate would be mistaken for the holder.)
+pub async fn election_loss_ends_leadership(h: &dyn Harness) {
+    let (c1, c2) = (h.client().await, h.client().await);
+    let group = unique_name("elect-lost");
+    let ttl = Duration::from_secs(3);
+    let o = opts().ttl(ttl);
+    let a = crate::elect_with(Arc::clone(&c1), &group, "a", &o).unwrap();
+    let first = a.await_leadership().await.unwrap();
+    assert!(a.is_leader());
+    let lost = a.lost();
+    h.remove_underneath(&group).await;
+    let t = Instant::now();
+    let e = tokio::time::timeout(ttl + Duration::from_secs(3), lost).await;
+    assert!(
+        matches!(e, Ok(LockError::Lost { .. })),
+        "{}: lost() did not fire within {:?} of the removal: {e:?}",
+        c1.backend_name(),
+        t.elapsed()
+    );
+    assert!(!a.is_leader());
+    assert_eq!(a.fencing_token(), None);
+    assert!(matches!(
+        a.await_leadership().await,
+        Err(LockError::Lost { .. })
+    ));
+    let b = crate::elect_with(Arc::clone(&c2), &group, "b", &o).unwrap();
+    let second = b.await_leadership().await.unwrap();
+    assert!(second > first, "token {second} not above {first}");
+    assert_leader(&*c1, &group, Some(("b", second))).await;
+    drop(a);
+    b.resign().await.unwrap();
+    wait_for_no_traces(h, &group, Duration::from_secs(10)).await;
+}

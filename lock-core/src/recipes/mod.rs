@@ -1,7 +1,9 @@
 //! What users build on the mutex, written once on the [`DistributedLock`] contract so it runs
 //! on every store: work that stops when its lock is lost ([`LockExt::run_locked`]) and several
-//! locks taken all-or-nothing without deadlock ([`LockExt::acquire_all`]).
+//! locks taken all-or-nothing without deadlock ([`LockExt::acquire_all`]), and leader election
+//! ([`election`]: [`elect`], [`Leadership`], [`crate::DistributedLock::leader`]).
 
+pub mod election;
 pub mod multi;
 pub mod scoped;
 
@@ -11,6 +13,7 @@ use async_trait::async_trait;
 
 use crate::{AcquireOptions, DistributedLock, LockContext, LockError};
 
+pub use election::{elect, elect_with, Leader, Leadership};
 pub use multi::MultiGuard;
 
 /// The recipes, for every [`DistributedLock`] (including `Arc<dyn DistributedLock>`): bring

@@ -2,6 +2,7 @@
 //! `scripts/services.sh up` (standalone 12181, ensemble 12281–12283).
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+use lock_zk::path::NodeKind;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -138,16 +139,22 @@ impl Harness for ZkHarness {
     async fn remove_underneath(&self, name: &str) {
         let zk = raw(&self.url).await;
         let dir = Self::dir(name);
-        let kids = lock_zk::path::sorted_contenders(zk.get_children(&dir).await.unwrap().0);
-        zk.delete(&format!("{dir}/{}", kids[0]), None)
-            .await
-            .unwrap();
+        let kids = zk.get_children(&dir).await.unwrap().0;
+        // The holder: the first lock contender, or else the first election participant.
+        let first = [NodeKind::Lock, NodeKind::Latch]
+            .into_iter()
+            .find_map(|k| k.sorted(kids.clone()).into_iter().next())
+            .unwrap_or_else(|| panic!("nothing holds {dir}"));
+        zk.delete(&format!("{dir}/{first}"), None).await.unwrap();
     }
 
     async fn traces(&self, name: &str) -> usize {
         let zk = raw(&self.url).await;
         match zk.get_children(&Self::dir(name)).await {
-            Ok((kids, _)) => lock_zk::path::sorted_contenders(kids).len(),
+            Ok((kids, _)) => [NodeKind::Lock, NodeKind::Latch]
+                .into_iter()
+                .map(|k| k.sorted(kids.clone()).len())
+                .sum(),
             Err(zookeeper_client::Error::NoNode) => 0,
             Err(e) => panic!("{e}"),
         }
