@@ -155,7 +155,13 @@ impl ForUpdateLock {
         };
         // Drawn on another pooled connection and committed there, before the guard exists:
         // see `crate::token`.
-        token::draw(&self.sql.draw_token, &self.client.pool, label, name)
+        let mut conn = self
+            .client
+            .pool
+            .acquire()
+            .await
+            .map_err(|e| Failure::Error(map(e, label, Some(name))))?;
+        token::draw(&self.sql.draw_token, &mut conn, label, name)
             .await
             .map(Some)
             .map_err(Failure::Error)
