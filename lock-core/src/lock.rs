@@ -97,7 +97,9 @@ pub trait DistributedLock: Send + Sync + Debug + 'static {
     ///
     /// Provided: the lock named `group`, taken with `identity` as its holder
     /// ([`AcquireOptions::holder`]). A store with a native election recipe answers instead
-    /// (ZooKeeper: Curator's `LeaderLatch`).
+    /// (ZooKeeper: Curator's `LeaderLatch`, whose `latch-` nodes are a namespace apart from
+    /// the lock of the same name: a lock holder and a leader of one name do not exclude each
+    /// other there).
     ///
     /// # Cancel safety
     /// As [`DistributedLock::acquire`]: a dropped campaign leaves nothing behind.

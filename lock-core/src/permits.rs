@@ -197,6 +197,11 @@ async fn attempt(
             let mut s = shared.lock();
             let now = Instant::now();
             let n = s.names.entry(name.to_owned()).or_default();
+            // Expired grants go first: a name nobody holds or waits for takes a new count.
+            let next_expiry = n.expire(now);
+            if n.is_empty() {
+                n.max = None;
+            }
             if let Some(max) = max {
                 match n.max {
                     Some(m) if m != max => {
@@ -209,7 +214,7 @@ async fn attempt(
                     _ => n.max = Some(max),
                 }
             }
-            let next_expiry = n.expire(now);
+
             if n.admits(id, kind) {
                 n.queue.retain(|(q, _)| *q != id);
                 n.grants.insert(id, (kind, now + opts.ttl));
@@ -360,6 +365,10 @@ impl SemaphoreBackend for MemorySemaphore {
             return Ok(SemaphoreInfo::default());
         };
         n.expire(Instant::now());
+        if n.is_empty() {
+            s.tidy(name);
+            return Ok(SemaphoreInfo::default());
+        }
         Ok(SemaphoreInfo {
             max_count: n.max,
             holders: n.grants.len(),
@@ -400,6 +409,10 @@ impl RwLockBackend for MemoryRwLock {
             return Ok(RwLockInfo::default());
         };
         n.expire(Instant::now());
+        if n.is_empty() {
+            s.tidy(name);
+            return Ok(RwLockInfo::default());
+        }
         Ok(RwLockInfo {
             readers: n
                 .grants

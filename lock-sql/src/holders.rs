@@ -27,7 +27,8 @@ use crate::error::map;
 pub(crate) struct HolderStatements {
     /// Creates the table (only after a write found it missing).
     create: String,
-    /// Records `(name, fence, holder)`, replacing the name's earlier record.
+    /// Records `(name, fence, holder)`, replacing the name's record of a lower token only (a
+    /// late record of an earlier holder never overwrites a later one's).
     record: String,
     /// The holder recorded for `(name, fence)`.
     lookup: String,
@@ -39,19 +40,19 @@ impl HolderStatements {
         match dialect {
             Dialect::Postgres => HolderStatements {
                 create: format!("CREATE TABLE IF NOT EXISTS {h} (name TEXT PRIMARY KEY, fence BIGINT NOT NULL, holder TEXT NOT NULL)"),
-                record: format!("INSERT INTO {h} (name, fence, holder) VALUES ($1, $2, $3) ON CONFLICT (name) DO UPDATE SET fence = EXCLUDED.fence, holder = EXCLUDED.holder"),
+                record: format!("INSERT INTO {h} (name, fence, holder) VALUES ($1, $2, $3) ON CONFLICT (name) DO UPDATE SET fence = EXCLUDED.fence, holder = EXCLUDED.holder WHERE {h}.fence < EXCLUDED.fence"),
                 lookup: format!("SELECT holder FROM {h} WHERE name = $1 AND fence = $2"),
             },
             // Names as VARBINARY like the lock table (never case- or space-folded); identities
             // are at most 128 bytes of UTF-8.
             Dialect::MySql => HolderStatements {
                 create: format!("CREATE TABLE IF NOT EXISTS {h} (name VARBINARY(1024) NOT NULL PRIMARY KEY, fence BIGINT NOT NULL, holder VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL) ENGINE=InnoDB"),
-                record: format!("INSERT INTO {h} (name, fence, holder) VALUES (?, ?, ?) ON DUPLICATE KEY UPDATE fence = VALUES(fence), holder = VALUES(holder)"),
+                record: format!("INSERT INTO {h} (name, fence, holder) VALUES (?, ?, ?) ON DUPLICATE KEY UPDATE holder = IF(VALUES(fence) > fence, VALUES(holder), holder), fence = GREATEST(fence, VALUES(fence))"),
                 lookup: format!("SELECT holder FROM {h} WHERE name = ? AND fence = ?"),
             },
             Dialect::Sqlite => HolderStatements {
                 create: format!("CREATE TABLE IF NOT EXISTS {h} (name TEXT PRIMARY KEY NOT NULL, fence INTEGER NOT NULL, holder TEXT NOT NULL)"),
-                record: format!("INSERT INTO {h} (name, fence, holder) VALUES (?1, ?2, ?3) ON CONFLICT (name) DO UPDATE SET fence = excluded.fence, holder = excluded.holder"),
+                record: format!("INSERT INTO {h} (name, fence, holder) VALUES (?1, ?2, ?3) ON CONFLICT (name) DO UPDATE SET fence = excluded.fence, holder = excluded.holder WHERE {h}.fence < excluded.fence"),
                 lookup: format!("SELECT holder FROM {h} WHERE name = ?1 AND fence = ?2"),
             },
         }
@@ -125,5 +126,40 @@ fn is_missing_table(e: &sqlx::Error) -> bool {
                 || db.message().contains("no such table")
         }
         _ => false,
+    }
+}
+
+#[cfg(all(test, feature = "sqlite"))]
+mod tests {
+    use super::*;
+
+    /// A late record of an earlier holder (token 5, written after the next holder's token 6)
+    /// leaves the later holder's record in place, so `leader()` keeps naming it.
+    #[tokio::test]
+    async fn a_late_record_of_an_earlier_holder_never_overwrites_a_later_one() {
+        sqlx::any::install_default_drivers();
+        let pool = sqlx::any::AnyPoolOptions::new()
+            .max_connections(1)
+            .connect("sqlite::memory:")
+            .await
+            .expect("in-memory SQLite");
+        let h = HolderStatements::new(Dialect::Sqlite, "t");
+        h.record(&pool, "sqlite-row", "job", 6, "b")
+            .await
+            .expect("record 6");
+        h.record(&pool, "sqlite-row", "job", 5, "a")
+            .await
+            .expect("record 5");
+        let got = h
+            .lookup(&pool, "sqlite-row", "job", 6)
+            .await
+            .expect("lookup");
+        assert_eq!(got.as_deref(), Some("b"));
+        assert_eq!(
+            h.lookup(&pool, "sqlite-row", "job", 5)
+                .await
+                .expect("lookup"),
+            None
+        );
     }
 }

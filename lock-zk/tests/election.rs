@@ -120,3 +120,32 @@ async fn each_handoff_wakes_only_the_next_participant() {
         n - 1
     );
 }
+
+/// README: on ZooKeeper the group's election (Curator `LeaderLatch` nodes) is a namespace apart
+/// from the lock of the same name, as in Curator: a holder of the lock `g` and the leader of
+/// group `g` do not exclude each other, and each still excludes its own kind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_election_and_a_lock_of_one_name_are_apart() {
+    let group = unique("apart");
+    let opts = AcquireOptions::new().wait(Duration::from_secs(10));
+    let (a, b) = (
+        zk_lock(&standalone_url()).await,
+        zk_lock(&standalone_url()).await,
+    );
+    let held = a.acquire(&group, &opts).await.unwrap();
+    let leader = b
+        .campaign(&group, "leader-1", &opts)
+        .await
+        .expect("a campaign waited for the lock of the same name");
+    assert!(a.try_acquire(&group, &opts).await.unwrap().is_none());
+    let second = b
+        .campaign(
+            &group,
+            "leader-2",
+            &AcquireOptions::new().wait(Duration::from_millis(300)),
+        )
+        .await;
+    assert!(second.is_err(), "two leaders of one group: {second:?}");
+    leader.release().await.unwrap();
+    held.release().await.unwrap();
+}

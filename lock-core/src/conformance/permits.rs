@@ -143,6 +143,20 @@ pub async fn semaphore_expired_permit_frees(h: &dyn SemaphoreHarness) {
     assert!(g.is_lost(), "the expired permit's guard was not lost");
     assert!(g2.fencing_token() > g.fencing_token());
     g2.release().await.unwrap();
+    // Once every permit expired or was released, nothing of the name is left: a new count is
+    // taken, even while the expired permit's guard still exists.
+    let g3 = a.acquire(&name, 1, &short).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let g4 = b
+        .try_acquire(&name, 3, &opts())
+        .await
+        .expect("a name whose only permit expired kept its old count")
+        .expect("an expired permit stayed taken");
+    if let Ok(info) = b.inspect(&name).await {
+        assert_eq!((info.max_count, info.holders), (Some(3), 1), "{info:?}");
+    }
+    g4.release().await.unwrap();
+    drop((g, g3));
 }
 
 /// A waiter cancelled mid-wait leaves no queued place behind: the next caller is not held up.

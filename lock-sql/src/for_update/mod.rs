@@ -161,10 +161,19 @@ impl ForUpdateLock {
             .acquire()
             .await
             .map_err(|e| Failure::Error(map(e, label, Some(name))))?;
-        token::draw(&self.sql.draw_token, &mut conn, label, name)
+        let token = token::draw(&self.sql.draw_token, &mut conn, label, name)
             .await
-            .map(Some)
-            .map_err(Failure::Error)
+            .map_err(Failure::Error)?;
+        drop(conn);
+        // The draw ran on another connection: the lock transaction may have died meanwhile (a
+        // server-side kill) and another client taken the row and drawn a lower token. A ping
+        // that succeeds in the lock transaction now proves it held the row lock throughout the
+        // draw, so the token is ordered with the lock; otherwise this attempt is over.
+        if let Err(e) = sqlx::raw_sql(self.sql.ping).execute(&mut **tx).await {
+            tracing::debug!(token, error = %e, "the lock transaction ended while its token was drawn; trying again");
+            return Err(Failure::Retry);
+        }
+        Ok(Some(token))
     }
 
     /// Creates the missing row of `name` in `tx` (bounded by its lock wait) and commits.
