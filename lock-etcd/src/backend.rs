@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use etcd_client::{Client, ConnectOptions, SortOrder};
+use etcd_client::SortOrder;
 use lock_core::backend::{Attempt, Deadline, GuardParts, LockBackend, LostSignal};
 use lock_core::{
     AcquireOptions, Capabilities, DistributedLock, LockError, LockGuard, LockInfo, Wakeup,
@@ -17,13 +17,15 @@ use crate::contender::{by_create, Contender};
 use crate::error::map;
 use crate::key::LockKeys;
 use crate::lease::EtcdLease;
+use crate::members::Members;
 use crate::queue::{wait_for_turn, Waited};
 
-/// An etcd lock client (one gRPC channel balanced over the configured endpoints).
+/// An etcd lock client: one connection per member, one member in use at a time (see
+/// `members`).
 pub struct EtcdLock {
     cfg: EtcdConfig,
     label: String,
-    client: Client,
+    members: Arc<Members>,
     wakeups: Arc<AtomicU64>,
 }
 
@@ -47,13 +49,6 @@ impl EtcdLock {
         } else {
             "etcd".to_owned()
         };
-        let options = ConnectOptions::new()
-            .with_connect_timeout(cfg.connect_timeout)
-            .with_timeout(cfg.timeout)
-            // A member cut from its leader refuses requests (and cancels watches) instead of
-            // answering from a stale state.
-            .with_require_leader(true)
-            .with_keep_alive(cfg.timeout / 2, cfg.timeout / 2);
         let unreachable = |why: String| {
             LockError::unavailable(
                 &label,
@@ -65,21 +60,19 @@ impl EtcdLock {
                 None,
             )
         };
-        let client = tokio::time::timeout(
-            cfg.connect_timeout,
-            Client::connect(cfg.endpoint_urls(), Some(options)),
-        )
-        .await
-        .map_err(|_| unreachable(format!("no answer within {:?}", cfg.connect_timeout)))?
-        .map_err(|e| map(e, &label, None))?;
-        tokio::time::timeout(cfg.connect_timeout, client.maintenance_client().status())
+        let members = tokio::time::timeout(cfg.connect_timeout, Members::new(&cfg))
+            .await
+            .map_err(|_| unreachable(format!("no answer within {:?}", cfg.connect_timeout)))?
+            .map_err(|e| map(e, &label, None))?;
+        let status = members.run(|c| async move { c.maintenance_client().status().await });
+        tokio::time::timeout(cfg.connect_timeout, status)
             .await
             .map_err(|_| unreachable(format!("no answer within {:?}", cfg.connect_timeout)))?
             .map_err(|e| map(e, &label, None))?;
         Ok(EtcdLock {
             cfg,
             label,
-            client,
+            members: Arc::new(members),
             wakeups: Arc::default(),
         })
     }
@@ -104,7 +97,7 @@ impl EtcdLock {
     ) -> Result<Option<LockGuard>, LockError> {
         let deadline = Deadline::after(opts.wait);
         let keys = LockKeys::new(&self.cfg.prefix, name);
-        let mut me = Contender::grant(&self.client, keys, opts.ttl, &self.label, name).await?;
+        let mut me = Contender::grant(&self.members, keys, opts.ttl, &self.label, name).await?;
         // Until the guard owns it, the lease (and the key it carries) goes if we are dropped.
         let cleanup = Arc::new(me.clone()).cleanup();
         let enqueued = me.enqueue().await?;
@@ -133,8 +126,11 @@ impl EtcdLock {
             // Our turn: refresh the lease (the guard's validity counts from here) and make
             // sure our key survived the wait, as `Mutex.Lock` does.
             let again = Instant::now();
-            let mut kv = me.client.kv_client();
-            let (alive, key) = tokio::join!(me.keep_alive_once(), kv.get(me.key.clone(), None));
+            let read = me.members.run(|c| {
+                let key = me.key.clone();
+                async move { c.kv_client().get(key, None).await }
+            });
+            let (alive, key) = tokio::join!(me.keep_alive_once(), read);
             let key = key.map_err(|e| map(e, &self.label, Some(name)))?;
             let ours = key
                 .kvs()
@@ -166,7 +162,7 @@ impl EtcdLock {
     ) -> Result<LockGuard, LockError> {
         let lost = LostSignal::new();
         let watcher = crate::contender::AbortOnDrop(tokio::spawn(crate::watch::watch_own_key(
-            me.client.clone(),
+            Arc::clone(&me.members),
             me.key.clone(),
             me.rev,
             lost.clone(),
@@ -209,16 +205,19 @@ impl LockBackend for EtcdLock {
 
     async fn inspect(&self, name: &str) -> Result<LockInfo, LockError> {
         let keys = LockKeys::new(&self.cfg.prefix, name);
-        let (mut kv1, mut kv2) = (self.client.kv_client(), self.client.kv_client());
+        let read = |opts: etcd_client::GetOptions| {
+            let range = keys.range.clone();
+            self.members.run(move |c| {
+                let (range, opts) = (range.clone(), opts.clone());
+                async move { c.kv_client().get(range, Some(opts)).await }
+            })
+        };
         let (first, count) = tokio::join!(
-            kv1.get(keys.range.clone(), Some(by_create(SortOrder::Ascend))),
-            kv2.get(
-                keys.range.clone(),
-                Some(
-                    etcd_client::GetOptions::new()
-                        .with_prefix()
-                        .with_count_only()
-                )
+            read(by_create(SortOrder::Ascend)),
+            read(
+                etcd_client::GetOptions::new()
+                    .with_prefix()
+                    .with_count_only()
             )
         );
         let first = first.map_err(|e| map(e, &self.label, Some(name)))?;

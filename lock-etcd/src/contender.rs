@@ -18,8 +18,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use etcd_client::{
-    Client, Compare, CompareOp, GetOptions, KeyValue, PutOptions, SortOrder, SortTarget, Txn,
-    TxnOp, TxnOpResponse,
+    Compare, CompareOp, GetOptions, KeyValue, PutOptions, SortOrder, SortTarget, Txn, TxnOp,
+    TxnOpResponse,
 };
 use lock_core::backend::CleanupOnDrop;
 use lock_core::LockError;
@@ -28,6 +28,7 @@ use tokio::time::Instant;
 
 use crate::error::{lease_gone, map};
 use crate::key::LockKeys;
+use crate::members::Members;
 
 /// etcd leases are whole seconds: `ttl` rounded up, at least 1 s. The server may grant more
 /// (its minimum is 1.5 election timeouts); the granted TTL is what counts.
@@ -47,7 +48,7 @@ pub(crate) fn by_create(order: SortOrder) -> GetOptions {
 /// A granted lease with (after [`Contender::enqueue`]) its key in the lock's range.
 #[derive(Clone)]
 pub(crate) struct Contender {
-    pub client: Client,
+    pub members: Arc<Members>,
     pub keys: LockKeys,
     pub key: String,
     pub lease: i64,
@@ -70,21 +71,21 @@ pub(crate) struct Enqueued {
 impl Contender {
     /// Grants a lease of `ttl` (see [`lease_secs`]).
     pub async fn grant(
-        client: &Client,
+        members: &Arc<Members>,
         keys: LockKeys,
         ttl: Duration,
         label: &str,
         name: &str,
     ) -> Result<Self, LockError> {
         let granted_at = Instant::now();
-        let resp = client
-            .lease_client()
-            .grant(lease_secs(ttl), None)
+        let secs = lease_secs(ttl);
+        let resp = members
+            .run(|c| async move { c.lease_client().grant(secs, None).await })
             .await
             .map_err(|e| map(e, label, Some(name)))?;
         let granted = Duration::from_secs(u64::try_from(resp.ttl()).unwrap_or(1).max(1));
         Ok(Contender {
-            client: client.clone(),
+            members: Arc::clone(members),
             key: keys.contender(resp.id()),
             keys,
             lease: resp.id(),
@@ -105,7 +106,12 @@ impl Contender {
     /// Revokes the lease, which deletes our key; a lease already gone is fine. Best effort:
     /// if the cluster cannot be reached, the lease runs out on its own.
     pub async fn revoke(&self) {
-        if let Err(e) = self.client.lease_client().revoke(self.lease).await {
+        let lease = self.lease;
+        let revoked = self
+            .members
+            .run(|c| async move { c.lease_client().revoke(lease).await })
+            .await;
+        if let Err(e) = revoked {
             if !lease_gone(&e) {
                 tracing::debug!(backend = %self.label, name = %self.name, lease = %format!("{:x}", self.lease), error = %e, "revoking the lease failed; it runs out on its own");
             }
@@ -131,9 +137,11 @@ impl Contender {
             ])
             .or_else([TxnOp::get(self.key.clone(), None), owner()]);
         let resp = self
-            .client
-            .kv_client()
-            .txn(txn)
+            .members
+            .run(|c| {
+                let txn = txn.clone();
+                async move { c.kv_client().txn(txn).await }
+            })
             .await
             .map_err(|e| map(e, &self.label, Some(&self.name)))?;
         let ops = resp.op_responses();
@@ -192,10 +200,16 @@ impl Contender {
         }))
     }
 
-    /// One keep-alive round trip for our lease.
+    /// One keep-alive round trip for our lease; each member gets a quarter of the lease to
+    /// answer, so three members are tried before the lease can run out.
     pub async fn keep_alive_once(&self) -> Result<(), etcd_client::Error> {
-        let (_keeper, _stream) = self.client.lease_client().keep_alive(self.lease).await?;
-        Ok(())
+        let lease = self.lease;
+        self.members
+            .run_within(self.granted / 4, |c| async move {
+                let (_keeper, _stream) = c.lease_client().keep_alive(lease).await?;
+                Ok(())
+            })
+            .await
     }
 }
 

@@ -70,9 +70,11 @@ impl Lease for EtcdLease {
             )])
             .and_then([TxnOp::delete(me.key.clone(), None)]);
         let deleted = me
-            .client
-            .kv_client()
-            .txn(txn)
+            .members
+            .run(|c| {
+                let txn = txn.clone();
+                async move { c.kv_client().txn(txn).await }
+            })
             .await
             .map_err(|e| map(e, &me.label, Some(&me.name)))?
             .succeeded();

@@ -39,6 +39,12 @@
 //!   lease may still live, and on its turn confirms that its key survived, as `Mutex.Lock` does.
 //! * Release deletes the key only if it is still ours (same create revision), then revokes
 //!   the lease; a key that is gone answers `NotHeld`.
+//! * The client talks to one member at a time and moves to the next when its member is
+//!   unreachable, leaderless or silent past the request timeout (`timeout`; a keep-alive gives
+//!   each member a quarter of the lease): etcd-client's balanced channel kept sending a third
+//!   of all requests to a killed member (see `members`). A member or the leader killed and
+//!   restarted during holds loses no guard and lets no two holders overlap
+//!   (`tests/faults.rs`).
 //! * Clients require a leader (`require_leader`): a member cut from the cluster refuses
 //!   requests instead of answering from stale state, so a partitioned holder's keep-alives fail
 //!   and its guard is reported lost when the lease runs out, no later than the server expires it.
@@ -49,6 +55,7 @@
 //! * `queue.rs`: waiting for the predecessor's deletion.
 //! * `watch.rs`: the held key's deletion watcher behind `lost()`.
 //! * `lease.rs`: the store side of a guard (keep-alive, release).
+//! * `members.rs`: one connection per member, failover between them.
 //! * [`key`]: names to keys; `config.rs`: [`EtcdConfig`] from a URL; `error.rs`: etcd-client
 //!   errors to [`lock_core::LockError`].
 //!
@@ -63,6 +70,7 @@ mod contender;
 mod error;
 pub mod key;
 mod lease;
+mod members;
 mod queue;
 mod watch;
 

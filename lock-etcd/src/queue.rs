@@ -7,19 +7,26 @@
 //! are served in the order their keys were created (FIFO), and a waiter that gives up (its key
 //! deleted) only makes its successor look again.
 //!
-//! A watch that ends without a deletion (a member restarted, a compaction, no leader) is just
-//! another reason to look again. Store errors are retried with backoff for as long as our own
+//! A watch that ends without a deletion (a member restarted, a compaction, no leader), or
+//! stays silent for half the lease (at most 2 s: a stream stuck on a member that went away
+//! reports nothing), is just another reason to look again. Store errors are retried with backoff for as long as our own
 //! lease can still be alive (its TTL since the last answer), then returned.
 
 use std::time::Duration;
 
-use etcd_client::{EventType, SortOrder, WatchOptions};
+use etcd_client::{EventType, SortOrder};
 use lock_core::backend::{Backoff, Deadline, LostSignal};
 use lock_core::LockError;
 use tokio::time::Instant;
 
 use crate::contender::{by_create, Contender};
 use crate::error::{is_unreachable, map};
+
+/// How long a waiter trusts a silent watch before it reads the range again: half the lease,
+/// at most 2 s (one read per waiter per period while the holder keeps the lock).
+pub(crate) fn recheck_every(granted: Duration) -> Duration {
+    (granted / 2).min(Duration::from_secs(2))
+}
 
 /// How a wait ended.
 pub(crate) enum Waited {
@@ -45,12 +52,15 @@ pub(crate) async fn wait_for_turn(
             return Ok(Waited::TimedOut);
         }
         let opts = by_create(SortOrder::Descend).with_max_create_revision(me.rev - 1);
-        let resp = match me
-            .client
-            .kv_client()
-            .get(me.keys.range.clone(), Some(opts))
-            .await
-        {
+        let range = me.keys.range.clone();
+        let got = me
+            .members
+            .run(|c| {
+                let (range, opts) = (range.clone(), opts.clone());
+                async move { c.kv_client().get(range, Some(opts)).await }
+            })
+            .await;
+        let resp = match got {
             Ok(r) => r,
             Err(e) if is_unreachable(&e) && last_answer.elapsed() < me.granted => {
                 tracing::debug!(backend = %me.label, name = %me.name, error = %e, "looking up our predecessor failed; retrying");
@@ -67,12 +77,7 @@ pub(crate) async fn wait_for_turn(
         let from = resp.header().map_or(0, |h| h.revision());
         let pred = pred.key().to_vec();
         let watched = async {
-            let mut stream = match me
-                .client
-                .watch_client()
-                .watch(pred, Some(WatchOptions::new().with_start_revision(from)))
-                .await
-            {
+            let mut stream = match me.members.watch_from(pred, from).await {
                 Ok(s) => s,
                 Err(e) => {
                     tracing::debug!(backend = %me.label, name = %me.name, error = %e, "watching our predecessor failed; looking again");
@@ -99,6 +104,9 @@ pub(crate) async fn wait_for_turn(
         };
         tokio::select! {
             () = watched => {}
+            // A watch that stays silent this long is not trusted: look again (a stream stuck
+            // on a member that went away reports nothing).
+            () = tokio::time::sleep(recheck_every(me.granted)) => {}
             () = deadline.sleep(Duration::MAX) => return Ok(Waited::TimedOut),
             reason = lease_gone.wait() => {
                 return Err(LockError::unavailable(

@@ -10,13 +10,17 @@
 
 use std::time::Duration;
 
-use etcd_client::{Client, EventType, WatchOptions};
+use std::sync::Arc;
+
+use etcd_client::EventType;
 use lock_core::backend::{Backoff, LostSignal};
+
+use crate::members::Members;
 
 /// Watches `key` (ours, created at `rev`) until it is deleted, then marks `lost`. Runs until
 /// aborted (the guard's lease aborts it on release and drop).
 pub(crate) async fn watch_own_key(
-    client: Client,
+    members: Arc<Members>,
     key: String,
     rev: i64,
     lost: LostSignal,
@@ -26,14 +30,7 @@ pub(crate) async fn watch_own_key(
     let mut from = rev + 1;
     let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(1));
     loop {
-        if let Ok(mut stream) = client
-            .watch_client()
-            .watch(
-                key.clone(),
-                Some(WatchOptions::new().with_start_revision(from)),
-            )
-            .await
-        {
+        if let Ok(mut stream) = members.watch_from(key.clone(), from).await {
             while let Ok(Some(resp)) = stream.message().await {
                 if resp
                     .events()
@@ -55,7 +52,13 @@ pub(crate) async fn watch_own_key(
         }
         // The watch ended without a deletion: read the key to know where we stand.
         tokio::time::sleep(backoff.next_delay()).await;
-        match client.kv_client().get(key.clone(), None).await {
+        let got = members
+            .run(|c| {
+                let key = key.clone();
+                async move { c.kv_client().get(key, None).await }
+            })
+            .await;
+        match got {
             Ok(r) => {
                 backoff.reset();
                 let ours = r

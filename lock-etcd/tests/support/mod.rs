@@ -3,6 +3,8 @@
 //! etcd-client access for looking underneath.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+pub mod own_cluster;
+
 use std::sync::Arc;
 
 use async_trait::async_trait;
