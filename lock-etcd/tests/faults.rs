@@ -170,3 +170,44 @@ async fn follower_and_leader_killed_during_holds() {
         "guards reported lost during member kills"
     );
 }
+
+/// A holder cut off from the cluster (its proxy black-holes every byte: no reply, no reset)
+/// reports `lost()` before another client can take the lock, and the next holder's token is
+/// greater.
+#[tokio::test]
+async fn partitioned_holder_is_lost_before_anyone_else_holds() {
+    let url = support::single_url();
+    let port = support::ports(&url)[0];
+    let proxy = lock_core::fault::FaultProxy::start(([127, 0, 0, 1], port).into())
+        .await
+        .unwrap();
+    let cut = connect_or_explain(&format!("etcd://{}?timeout=1s", proxy.addr())).await;
+    let other = connect_or_explain(&url).await;
+    let name = unique("partition");
+    let opts = AcquireOptions::new().ttl(Duration::from_secs(2));
+    let g = cut.acquire(&name, &opts).await.unwrap();
+    let lost_at = {
+        let ctx = g.context();
+        tokio::spawn(async move {
+            let _ = ctx.lost().await;
+            tokio::time::Instant::now()
+        })
+    };
+    proxy.blackhole();
+    let g2 = other
+        .acquire(&name, &opts.clone().wait(Duration::from_secs(15)))
+        .await
+        .unwrap();
+    let got_at = tokio::time::Instant::now();
+    let lost_at = tokio::time::timeout(Duration::from_secs(1), lost_at)
+        .await
+        .expect("the partitioned holder never reported lost")
+        .unwrap();
+    assert!(
+        lost_at <= got_at,
+        "another client held the lock before the cut-off holder knew"
+    );
+    assert!(g2.fencing_token() > g.fencing_token());
+    g2.release().await.unwrap();
+    drop(g);
+}
