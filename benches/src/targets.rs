@@ -70,7 +70,18 @@ pub fn target(url: &str) -> Result<Target, LockError> {
         "redis" => ("redis".to_owned(), Raw::RedisSetDel),
         "redlock" => ("redlock".to_owned(), Raw::RedisSetDel),
         "zk" | "zookeeper" => ("zookeeper".to_owned(), Raw::ZkCreateDelete),
-        "etcd" => ("etcd".to_owned(), Raw::EtcdPutDelete),
+        "etcd" => {
+            let members = url
+                .split(['/', '?'])
+                .nth(2)
+                .map_or(1, |h| h.split(',').count());
+            let label = if members > 1 {
+                format!("etcd-{members}")
+            } else {
+                "etcd".to_owned()
+            };
+            (label, Raw::EtcdPutDelete)
+        }
         other => {
             return Err(LockError::invalid_config(format!(
                 "no benchmark target for scheme {other:?}"

@@ -52,7 +52,8 @@ impl Lease for EtcdLease {
         }
     }
 
-    /// Deletes our key if it is still ours (same create revision), then revokes the lease.
+    /// Deletes our key if it is still ours (same create revision), then revokes the lease in
+    /// the background (best effort: an unrevoked lease without keys just runs out).
     async fn release(&self) -> Result<(), LockError> {
         // Our own delete must not read as a loss.
         drop(
@@ -78,7 +79,10 @@ impl Lease for EtcdLease {
             .await
             .map_err(|e| map(e, &me.label, Some(&me.name)))?
             .succeeded();
-        me.revoke().await;
+        // The delete freed the lock (the next waiter is already woken); the lease has no key
+        // left to keep, so its revoke need not hold up the caller.
+        let lease = Arc::clone(me);
+        tokio::spawn(async move { lease.revoke().await });
         if deleted {
             Ok(())
         } else {
