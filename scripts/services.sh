@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Private store instances on loopback for distlock's tests and benchmarks.
 #
-#   scripts/services.sh up|down|status [service…]   services: redis redlock zk zk-ensemble zk-netns postgres mysql
-#   scripts/services.sh stop-one NAME | start-one NAME | pid NAME   (NAME: redis-17003, zk-12282, …)
+#   scripts/services.sh up|down|status [service…]   services: redis redlock zk zk-ensemble zk-netns postgres mysql etcd etcd-cluster
+#   scripts/services.sh stop-one NAME | start-one NAME | pid NAME   (NAME: redis-17003, zk-12282, etcd-12489, …)
 #   scripts/services.sh netns-cut A B | netns-heal A B   (cut / heal zk-netns members A and B)
 #   (stop-one/start-one/pid also take zkns-N, a zk-netns member)
 #
 # DISTLOCK_SERVICES_SET=chaos selects a second, independent set of instances for the random
 # fault schedule (`scripts/chaos.sh --random --services chaos`), which kills and pauses its
 # stores: every port +1000 (Redis 17379/17380, Redlock 18001-18005, ZooKeeper 13181, ensemble
-# 13281-13283, PostgreSQL 16432, MariaDB 14306), data under ${DIR}-chaos, and its namespace
+# 13281-13283, PostgreSQL 16432, MariaDB 14306, etcd 13379 and cluster 13479/13489/13499), data under ${DIR}-chaos, and its namespace
 # ensemble in dl-zkc1..3 on 10.231.1.0/24 (bridge dlbrc0). Unset (or `default`): the set below.
 #
 # Installs missing Debian packages, keeps every instance's data under
@@ -17,7 +17,9 @@
 # answers, and is idempotent. Ports: Redis 16379 (+ a read-only replica on 16380), Redlock
 # 17001-17005, ZooKeeper 12181 and an ensemble on 12281-12283, PostgreSQL 15432 (trust auth, plus
 # role distlock_pw / password distlock-pw that must authenticate; the same user exists on every
-# Redis), MariaDB 13306.
+# Redis), MariaDB 13306, etcd 12379 (peer 12380) and a 3-member etcd cluster on client ports
+# 12479, 12489, 12499 (peers 12480, 12490, 12500). `up` also installs protoc
+# (protobuf-compiler), which lock-etcd's build needs (scripts/test.sh builds --all-features).
 set -euo pipefail
 
 DIR="${DISTLOCK_SERVICES_DIR:-/tmp/distlock-services}"
@@ -28,6 +30,8 @@ ZK_PORT=12181
 ZK_ENSEMBLE_PORTS=(12281 12282 12283)
 PG_PORT=15432
 MYSQL_PORT=13306
+ETCD_PORT=12379                          # peer port: client port + 1
+ETCD_CLUSTER_PORTS=(12479 12489 12499)   # peers 12480, 12490, 12500
 WAIT_SECS="${DISTLOCK_SERVICES_WAIT:-90}"
 # The zk-netns ensemble: namespaces $NETNS_PREFIX1..3 on $NETNS_NET.0/24, bridge $NETNS_BRIDGE.
 NETNS_NET=10.231.0
@@ -46,6 +50,7 @@ case "${DISTLOCK_SERVICES_SET:-default}" in
     REDLOCK_PORTS=(18001 18002 18003 18004 18005)
     ZK_PORT=13181; ZK_ENSEMBLE_PORTS=(13281 13282 13283)
     PG_PORT=16432; MYSQL_PORT=14306
+    ETCD_PORT=13379; ETCD_CLUSTER_PORTS=(13479 13489 13499)
     NETNS_NET=10.231.1; NETNS_PREFIX=dl-zkc; NETNS_BRIDGE=dlbrc0; NETNS_VETH=dlzc ;;
   *) die "unknown DISTLOCK_SERVICES_SET '${DISTLOCK_SERVICES_SET}' (known: default, chaos)" ;;
 esac
@@ -352,8 +357,53 @@ my_down() {
   fi
 }
 
+# --- etcd ------------------------------------------------------------------------------------
+# Debian's etcd-server (3.4), one process per member, peer port = client port + 1. A 60 ms
+# heartbeat (election timeout 10 heartbeats) makes the server's minimum lease TTL
+# ceil(1.5 * election timeout) = 1 s, so a 1 s lock lease is granted as asked.
+etcd_dir() { echo "$DIR/etcd-$1"; }
+etcd_ok() { ETCDCTL_API=3 etcdctl --endpoints "http://127.0.0.1:$1" --dial-timeout=1s --command-timeout=2s endpoint health >/dev/null 2>&1; }
+etcd_is_member() { local p; for p in "${ETCD_CLUSTER_PORTS[@]}"; do [ "$p" = "$1" ] && return 0; done; return 1; }
+etcd_start() { # etcd_start CLIENT_PORT (a cluster member when it is one of ETCD_CLUSTER_PORTS)
+  local port=$1 d; d=$(etcd_dir "$1")
+  ensure_pkg etcd etcd-server
+  ensure_pkg etcdctl etcd-client
+  mkdir -p "$d"
+  if alive "$(pidof_file "$d/etcd.pid")"; then return 0; fi
+  local cluster="etcd-$port=http://127.0.0.1:$((port + 1))" token="distlock-etcd-$port" p
+  if etcd_is_member "$port"; then
+    cluster=$(for p in "${ETCD_CLUSTER_PORTS[@]}"; do printf 'etcd-%s=http://127.0.0.1:%s,' "$p" $((p + 1)); done | sed 's/,$//')
+    token="distlock-etcd-cluster-${ETCD_CLUSTER_PORTS[0]}"
+  fi
+  (
+    cd "$d"
+    ETCD_UNSUPPORTED_ARCH="" setsid nohup etcd --name "etcd-$port" --data-dir "$d/data" \
+      --listen-client-urls "http://127.0.0.1:$port" --advertise-client-urls "http://127.0.0.1:$port" \
+      --listen-peer-urls "http://127.0.0.1:$((port + 1))" \
+      --initial-advertise-peer-urls "http://127.0.0.1:$((port + 1))" \
+      --initial-cluster "$cluster" --initial-cluster-token "$token" --initial-cluster-state new \
+      --heartbeat-interval 60 --election-timeout 600 --enable-v2=false \
+      >>"$d/etcd.log" 2>&1 </dev/null &
+    echo $! >"$d/etcd.pid"
+  )
+}
+etcd_wait() { wait_until "etcd on $1" "$(etcd_dir "$1")/etcd.log" etcd_ok "$1"; }
+etcd_stop() {
+  local d pid; d=$(etcd_dir "$1"); pid=$(pidof_file "$d/etcd.pid")
+  if alive "$pid"; then
+    kill "$pid" 2>/dev/null || true
+    local i; for i in $(seq 1 50); do alive "$pid" || break; sleep 0.1; done
+    alive "$pid" && kill -9 "$pid" 2>/dev/null || true
+  fi
+  rm -f "$d/etcd.pid"
+}
+etcd_role() { # leader|follower, from the member's own status
+  ETCDCTL_API=3 etcdctl --endpoints "http://127.0.0.1:$1" --dial-timeout=1s --command-timeout=2s endpoint status -w json 2>/dev/null \
+    | python3 -c 'import json,sys; s=json.load(sys.stdin)[0]["Status"]; print("leader" if s["header"]["member_id"]==s["leader"] else "follower")' 2>/dev/null || echo "?"
+}
+
 # --- per-service dispatch --------------------------------------------------------------------
-ALL=(redis redlock zk zk-ensemble zk-netns postgres mysql)
+ALL=(redis redlock zk zk-ensemble zk-netns postgres mysql etcd etcd-cluster)
 
 svc_up() {
   case $1 in
@@ -373,6 +423,10 @@ svc_up() {
       for n in "${NETNS_N[@]}"; do wait_until "zookeeper on $(netns_ip "$n")" "$(zkns_dir "$n")/logs/zk.out" zkns_ok "$n"; done ;;
     postgres) pg_up ;;
     mysql) my_up ;;
+    etcd) etcd_start "$ETCD_PORT"; etcd_wait "$ETCD_PORT" ;;
+    etcd-cluster)
+      for p in "${ETCD_CLUSTER_PORTS[@]}"; do etcd_start "$p"; done
+      for p in "${ETCD_CLUSTER_PORTS[@]}"; do etcd_wait "$p"; done ;;
     *) die "unknown service '$1' (known: ${ALL[*]})" ;;
   esac
 }
@@ -385,6 +439,8 @@ svc_down() {
     zk-netns) for n in "${NETNS_N[@]}"; do zkns_stop "$n"; done; netns_net_down ;;
     postgres) pg_down ;;
     mysql) my_down ;;
+    etcd) etcd_stop "$ETCD_PORT" ;;
+    etcd-cluster) for p in "${ETCD_CLUSTER_PORTS[@]}"; do etcd_stop "$p"; done ;;
     *) die "unknown service '$1' (known: ${ALL[*]})" ;;
   esac
 }
@@ -399,6 +455,8 @@ svc_status() { # prints lines, returns non-zero if any is down
       for p in "${NETNS_N[@]}"; do if zkns_ok "$p"; then echo "zk-netns $p $(netns_ip "$p") up ($(tcp_say 2181 srvr "$(netns_ip "$p")" | sed -n 's/^Mode: //p'))"; else echo "zk-netns $p $(netns_ip "$p") down"; bad=1; fi; done ;;
     postgres) if pg_ok; then echo "postgres $PG_PORT up"; else echo "postgres $PG_PORT down"; bad=1; fi ;;
     mysql) if my_ok; then echo "mysql $MYSQL_PORT up"; else echo "mysql $MYSQL_PORT down"; bad=1; fi ;;
+    etcd) if etcd_ok "$ETCD_PORT"; then echo "etcd $ETCD_PORT up"; else echo "etcd $ETCD_PORT down"; bad=1; fi ;;
+    etcd-cluster) for p in "${ETCD_CLUSTER_PORTS[@]}"; do if etcd_ok "$p"; then echo "etcd-cluster $p up ($(etcd_role "$p"))"; else echo "etcd-cluster $p down"; bad=1; fi; done ;;
     *) die "unknown service '$1' (known: ${ALL[*]})" ;;
   esac
   return $bad
@@ -411,7 +469,8 @@ one_instance() { # NAME -> "kind port"
     zkns-*) echo "zkns ${1#zkns-}" ;;
     postgres|postgres-*) echo "postgres $PG_PORT" ;;
     mysql|mysql-*) echo "mysql $MYSQL_PORT" ;;
-    *) die "unknown instance '$1' (e.g. redis-16379, redis-17003, zk-12181, zk-12282, zkns-2, postgres, mysql)" ;;
+    etcd-*) echo "etcd ${1#etcd-}" ;;
+    *) die "unknown instance '$1' (e.g. redis-16379, redis-17003, zk-12181, zk-12282, zkns-2, postgres, mysql, etcd-12379, etcd-12489)" ;;
   esac
 }
 
@@ -424,6 +483,8 @@ DISTLOCK_TEST_ZK_ENSEMBLE_URL=zk://$(printf '127.0.0.1:%s,' "${ZK_ENSEMBLE_PORTS
 DISTLOCK_TEST_ZK_NETNS_URL=zk://$(for n in "${NETNS_N[@]}"; do printf '%s:2181,' "$(netns_ip "$n")"; done | sed 's/,$//')
 DISTLOCK_TEST_POSTGRES_URL=postgres://postgres@127.0.0.1:$PG_PORT/distlock
 DISTLOCK_TEST_MYSQL_URL=mysql://root@127.0.0.1:$MYSQL_PORT/distlock
+DISTLOCK_TEST_ETCD_URL=etcd://127.0.0.1:$ETCD_PORT
+DISTLOCK_TEST_ETCD_CLUSTER_URL=etcd://$(printf '127.0.0.1:%s,' "${ETCD_CLUSTER_PORTS[@]}" | sed 's/,$//')
 EOF
 }
 
@@ -432,6 +493,7 @@ services=("$@"); [ ${#services[@]} -gt 0 ] || services=("${ALL[@]}")
 
 case $cmd in
   up)
+    ensure_pkg protoc protobuf-compiler   # lock-etcd's build (etcd-client generates its gRPC code)
     for s in "${services[@]}"; do svc_up "$s"; done
     for s in "${services[@]}"; do svc_status "$s" >/dev/null || die "$s is not answering after start"; done
     print_urls ;;
@@ -460,6 +522,9 @@ case $cmd in
       stop-one:mysql) my_down ;;
       start-one:mysql) my_up ;;
       pid:mysql) pidof_file "$MY_DIR/data/mariadbd.pid" ;;
+      stop-one:etcd) etcd_stop "$port" ;;
+      start-one:etcd) etcd_start "$port"; etcd_is_member "$port" || etcd_wait "$port" ;;
+      pid:etcd) pidof_file "$(etcd_dir "$port")/etcd.pid" ;;
     esac ;;
   netns-cut|netns-heal)
     [ ${#services[@]} -eq 2 ] || die "usage: $0 $cmd A B (zk-netns members, e.g. 1 3)"

@@ -1,7 +1,7 @@
 //! # distlock
 //!
-//! One [`DistributedLock`] API over ZooKeeper, Redis (single and Redlock) and SQL (PostgreSQL,
-//! MySQL/MariaDB, SQLite). Pick the backend with a URL; write the lock code once.
+//! One [`DistributedLock`] API over ZooKeeper, Redis (single and Redlock), SQL (PostgreSQL,
+//! MySQL/MariaDB, SQLite) and, with the `etcd` feature, etcd. Pick the backend with a URL; write the lock code once.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), distlock::LockError> {
@@ -22,6 +22,7 @@
 //! | `sqlite://` | `lock-sql` (row mode; the embedded default) | `sqlite` |
 //! | `redis://`, `redlock://` | `lock-redis` | `redis` |
 //! | `zk://`, `zookeeper://` | `lock-zk` | `zookeeper` |
+//! | `etcd://` | `lock-etcd` (`etcdctl lock`-compatible; building it needs `protoc`) | `etcd` (not default) |
 //!
 //! URL parameters `ttl`, `wait` and `renew` are acquisition defaults: every entry point
 //! ([`connect`], [`connect_from_env`], [`connect_config`]) returns a lock that applies them to
@@ -47,6 +48,9 @@ pub use lock_core::{
 /// (`from_url`) and has public fields to adjust before connecting (`RedisLock::connect(cfg)`,
 /// …). Their `Debug` never shows a password.
 pub mod configs {
+    #[cfg(feature = "etcd")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "etcd")))]
+    pub use lock_etcd::{EtcdConfig, EtcdLock};
     #[cfg(feature = "redis")]
     #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
     pub use lock_redis::{EvictionCheck, RedisConfig, RedisLock, Topology};

@@ -42,6 +42,7 @@ pub fn backends() -> Vec<Backend> {
         backend!("sqlite", &["sqlite"], lock_sql::connect),
         backend!("redis", &["redis", "redlock"], lock_redis::connect),
         backend!("zookeeper", &["zk", "zookeeper"], lock_zk::connect),
+        backend!("etcd", &["etcd"], lock_etcd::connect),
     ]
 }
 
@@ -104,6 +105,9 @@ mod tests {
                     "zookeeper" => {
                         lock_zk::ZkConfig::from_url(&format!("{scheme}://127.0.0.1:1")).map(drop)
                     }
+                    #[cfg(feature = "etcd")]
+                    "etcd" => lock_etcd::EtcdConfig::from_url(&format!("{scheme}://127.0.0.1:1"))
+                        .map(drop),
                     #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
                     "postgres" | "mysql" | "sqlite" => {
                         let url = if *scheme == "sqlite" {
@@ -123,6 +127,6 @@ mod tests {
                 }
             }
         }
-        assert!(seen.len() >= 9, "{seen:?}");
+        assert!(seen.len() >= 10, "{seen:?}");
     }
 }

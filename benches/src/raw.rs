@@ -18,6 +18,13 @@ pub enum RawClient {
     Sql { pool: AnyPool, pg: bool, kind: Raw },
     /// ZooKeeper: create an ephemeral-sequential node, delete it.
     Zk { client: zookeeper_client::Client },
+    /// etcd: put a key under a lease granted once at connect, delete it.
+    #[cfg(feature = "etcd")]
+    Etcd {
+        /// Boxed: the client is large beside the other variants.
+        client: Box<etcd_client::Client>,
+        lease: i64,
+    },
     /// Redis: SET NX PX + compare-and-delete, on every node concurrently.
     Redis {
         nodes: Vec<MultiplexedConnection>,
@@ -97,6 +104,28 @@ impl RawClient {
                 }
                 Ok(RawClient::Zk { client })
             }
+            #[cfg(feature = "etcd")]
+            Raw::EtcdPutDelete => {
+                let cfg = etcd_endpoints(&t.url)?;
+                let mut client = etcd_client::Client::connect(cfg, None)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                // One lease for the whole run, as a client would keep a session's lease.
+                let lease = client
+                    .lease_grant(3600, None)
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .id();
+                Ok(RawClient::Etcd {
+                    client: Box::new(client),
+                    lease,
+                })
+            }
+            #[cfg(not(feature = "etcd"))]
+            Raw::EtcdPutDelete => Err(
+                "etcd targets need the benches' cargo feature `etcd` (and protoc to build it)"
+                    .into(),
+            ),
             Raw::RedisSetDel => {
                 let hosts = t
                     .url
@@ -216,6 +245,19 @@ impl RawClient {
                     .await
                     .map_err(|e| e.to_string())
             }
+            #[cfg(feature = "etcd")]
+            RawClient::Etcd { client, lease } => {
+                let key = format!("distlock-bench-raw/{name}");
+                let put = etcd_client::PutOptions::new().with_lease(*lease);
+                let mut kv = client.kv_client();
+                kv.put(key.as_str(), "", Some(put))
+                    .await
+                    .map_err(|e| e.to_string())?;
+                kv.delete(key, None)
+                    .await
+                    .map(drop)
+                    .map_err(|e| e.to_string())
+            }
             RawClient::Redis { nodes, del } => {
                 let one = |mut c: MultiplexedConnection| async move {
                     let _: Option<String> = redis::cmd("SET")
@@ -255,6 +297,11 @@ impl RawClient {
                 }
             }
             RawClient::Zk { .. } => "ZooKeeper 3.8 (Debian package)".to_owned(),
+            #[cfg(feature = "etcd")]
+            RawClient::Etcd { client, .. } => match client.maintenance_client().status().await {
+                Ok(s) => format!("etcd {}", s.version()),
+                Err(e) => format!("etcd (unknown: {e})"),
+            },
             RawClient::Redis { nodes, .. } => {
                 let mut c = nodes[0].clone();
                 let info: String = redis::cmd("INFO")
@@ -269,6 +316,13 @@ impl RawClient {
             }
         }
     }
+}
+
+/// `http://host:port` endpoints of an `etcd://` URL.
+#[cfg(feature = "etcd")]
+fn etcd_endpoints(url: &str) -> Result<Vec<String>, String> {
+    let u = lock_core::backend::DistlockUrl::parse(url, 2379).map_err(|e| e.to_string())?;
+    Ok(u.hosts.iter().map(|h| format!("http://{h}")).collect())
 }
 
 trait KindName {

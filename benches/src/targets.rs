@@ -18,6 +18,8 @@ pub enum Raw {
     RedisSetDel,
     /// Create an ephemeral-sequential node + delete it.
     ZkCreateDelete,
+    /// Put a key under a lease + delete it (the benches' `etcd` feature).
+    EtcdPutDelete,
 }
 
 /// One backend and mode to benchmark.
@@ -44,6 +46,8 @@ pub fn all_service_urls() -> Vec<String> {
         "redlock://127.0.0.1:17001,127.0.0.1:17002,127.0.0.1:17003,127.0.0.1:17004,127.0.0.1:17005"
             .into(),
         "zk://127.0.0.1:12181".into(),
+        #[cfg(feature = "etcd")]
+        "etcd://127.0.0.1:12379".into(),
     ]
 }
 
@@ -74,6 +78,18 @@ pub fn target(url: &str) -> Result<Target, LockError> {
         "redis" => ("redis".to_owned(), Raw::RedisSetDel),
         "redlock" => ("redlock".to_owned(), Raw::RedisSetDel),
         "zk" | "zookeeper" => ("zookeeper".to_owned(), Raw::ZkCreateDelete),
+        "etcd" => {
+            let members = url
+                .split(['/', '?'])
+                .nth(2)
+                .map_or(1, |h| h.split(',').count());
+            let label = if members > 1 {
+                format!("etcd-{members}")
+            } else {
+                "etcd".to_owned()
+            };
+            (label, Raw::EtcdPutDelete)
+        }
         other => {
             return Err(LockError::invalid_config(format!(
                 "no benchmark target for scheme {other:?}"
@@ -116,6 +132,8 @@ mod tests {
             "redis",
             "redlock",
             "zookeeper",
+            #[cfg(feature = "etcd")]
+            "etcd",
         ] {
             assert!(
                 labels.iter().any(|l| l == want),

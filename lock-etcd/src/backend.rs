@@ -1,0 +1,249 @@
+//! [`EtcdLock`]: etcd's `concurrency.Mutex` recipe as a [`LockBackend`].
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use etcd_client::SortOrder;
+use lock_core::backend::{Attempt, Deadline, GuardParts, LockBackend, LostSignal};
+use lock_core::{
+    AcquireOptions, Capabilities, DistributedLock, LockError, LockGuard, LockInfo, Wakeup,
+};
+use tokio::time::Instant;
+
+use crate::config::EtcdConfig;
+use crate::contender::{by_create, Contender};
+use crate::error::map;
+use crate::key::LockKeys;
+use crate::lease::EtcdLease;
+use crate::members::Members;
+use crate::queue::{wait_for_turn, Waited};
+
+/// An etcd lock client: one connection per member, one member in use at a time (see
+/// `members`).
+pub struct EtcdLock {
+    cfg: EtcdConfig,
+    label: String,
+    members: Arc<Members>,
+    wakeups: Arc<AtomicU64>,
+}
+
+impl fmt::Debug for EtcdLock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EtcdLock")
+            .field("config", &self.cfg)
+            .finish()
+    }
+}
+
+impl EtcdLock {
+    /// Connects and checks that the cluster answers (one `Status` call, bounded by
+    /// `connect_timeout`).
+    ///
+    /// # Errors
+    /// [`LockError::Unavailable`] when no endpoint answers in time.
+    pub async fn connect(cfg: EtcdConfig) -> Result<Self, LockError> {
+        let label = if cfg.endpoints.len() > 1 {
+            format!("etcd-{}", cfg.endpoints.len())
+        } else {
+            "etcd".to_owned()
+        };
+        let unreachable = |why: String| {
+            LockError::unavailable(
+                &label,
+                None,
+                format!(
+                    "cannot reach etcd at {}: {why}; check the endpoints (scripts/services.sh up starts test servers)",
+                    cfg.endpoint_urls().join(",")
+                ),
+                None,
+            )
+        };
+        let members = tokio::time::timeout(cfg.connect_timeout, Members::new(&cfg))
+            .await
+            .map_err(|_| unreachable(format!("no answer within {:?}", cfg.connect_timeout)))?
+            .map_err(|e| map(e, &label, None))?;
+        let status = members.run(|c| async move { c.maintenance_client().status().await });
+        tokio::time::timeout(cfg.connect_timeout, status)
+            .await
+            .map_err(|_| unreachable(format!("no answer within {:?}", cfg.connect_timeout)))?
+            .map_err(|e| map(e, &label, None))?;
+        Ok(EtcdLock {
+            cfg,
+            label,
+            members: Arc::new(members),
+            wakeups: Arc::default(),
+        })
+    }
+
+    /// Predecessor deletions this client's waiters were woken by (one per handoff it waited
+    /// for: the herd-effect check).
+    #[doc(hidden)]
+    pub fn wakeups(&self) -> u64 {
+        self.wakeups.load(Ordering::SeqCst)
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &EtcdConfig {
+        &self.cfg
+    }
+
+    async fn acquire_inner(
+        &self,
+        name: &str,
+        opts: &AcquireOptions,
+        how: Attempt,
+    ) -> Result<Option<LockGuard>, LockError> {
+        let deadline = Deadline::after(opts.wait);
+        let keys = LockKeys::new(&self.cfg.prefix, name);
+        let mut me = Contender::grant(&self.members, keys, opts.ttl, &self.label, name).await?;
+        // Until the guard owns it, the lease (and the key it carries) goes if we are dropped.
+        let cleanup = Arc::new(me.clone()).cleanup();
+        let enqueued = me.enqueue().await?;
+        let me = Arc::new(me);
+        let (acquired_at, validity) = if enqueued.holder {
+            (me.granted_at, me.granted)
+        } else if how == Attempt::Try {
+            cleanup.run_now().await;
+            return Ok(None);
+        } else {
+            let gone = LostSignal::new();
+            let keeper = me.keep_alive_while_waiting(gone.clone());
+            let wakeups = Arc::clone(&self.wakeups);
+            let on_wake = move || {
+                wakeups.fetch_add(1, Ordering::SeqCst);
+            };
+            match wait_for_turn(&me, &deadline, &gone, &on_wake).await? {
+                Waited::TimedOut => {
+                    drop(keeper);
+                    cleanup.run_now().await;
+                    return Ok(None);
+                }
+                Waited::Ours => {}
+            }
+            drop(keeper);
+            // Our turn: refresh the lease (the guard's validity counts from here) and make
+            // sure our key survived the wait, as `Mutex.Lock` does.
+            let again = Instant::now();
+            let read = me.members.run(|c| {
+                let key = me.key.clone();
+                async move { c.kv_client().get(key, None).await }
+            });
+            let (alive, key) = tokio::join!(me.keep_alive_once(), read);
+            let key = key.map_err(|e| map(e, &self.label, Some(name)))?;
+            let ours = key
+                .kvs()
+                .first()
+                .is_some_and(|kv| kv.create_revision() == me.rev);
+            if alive.is_err() || !ours {
+                cleanup.run_now().await;
+                return Err(LockError::unavailable(
+                    &self.label,
+                    Some(name),
+                    "our etcd lease ran out while waiting (the cluster did not answer its keep-alives); retry",
+                    None,
+                ));
+            }
+            (again, me.granted)
+        };
+        let guard = self.guard(&me, name, opts, acquired_at, validity).await?;
+        cleanup.disarm();
+        Ok(Some(guard))
+    }
+
+    async fn guard(
+        &self,
+        me: &Arc<Contender>,
+        name: &str,
+        opts: &AcquireOptions,
+        acquired_at: Instant,
+        validity: std::time::Duration,
+    ) -> Result<LockGuard, LockError> {
+        let lost = LostSignal::new();
+        let watcher = crate::contender::AbortOnDrop(tokio::spawn(crate::watch::watch_own_key(
+            Arc::clone(&me.members),
+            me.key.clone(),
+            me.rev,
+            lost.clone(),
+            self.label.clone(),
+            name.to_owned(),
+        )));
+        let parts = GuardParts {
+            name: name.to_owned(),
+            backend: self.label.clone(),
+            fencing_token: u64::try_from(me.rev).unwrap_or(0),
+            ttl: opts.ttl,
+            renew: opts.renew,
+            acquired_at,
+            validity: Some(validity),
+            lease: Arc::new(EtcdLease::new(Arc::clone(me), watcher)),
+            lost,
+        };
+        parts.start().await
+    }
+}
+
+#[async_trait]
+impl LockBackend for EtcdLock {
+    async fn attempt(
+        &self,
+        name: &str,
+        opts: &AcquireOptions,
+        how: Attempt,
+    ) -> Result<Option<LockGuard>, LockError> {
+        self.acquire_inner(name, opts, how).await
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::leased(Wakeup::Watch, true).with_queue_length(true)
+    }
+
+    fn backend_name(&self) -> &str {
+        &self.label
+    }
+
+    async fn inspect(&self, name: &str) -> Result<LockInfo, LockError> {
+        let keys = LockKeys::new(&self.cfg.prefix, name);
+        let read = |opts: etcd_client::GetOptions| {
+            let range = keys.range.clone();
+            self.members.run(move |c| {
+                let (range, opts) = (range.clone(), opts.clone());
+                async move { c.kv_client().get(range, Some(opts)).await }
+            })
+        };
+        let (first, count) = tokio::join!(
+            read(by_create(SortOrder::Ascend)),
+            read(
+                etcd_client::GetOptions::new()
+                    .with_prefix()
+                    .with_count_only()
+            )
+        );
+        let first = first.map_err(|e| map(e, &self.label, Some(name)))?;
+        let count = count.map_err(|e| map(e, &self.label, Some(name)))?.count();
+        let Some(holder) = first.kvs().first() else {
+            return Ok(LockInfo::free());
+        };
+        let owner = String::from_utf8_lossy(holder.key())
+            .rsplit('/')
+            .next()
+            .map(str::to_owned);
+        Ok(LockInfo::held(
+            u64::try_from(holder.create_revision()).ok(),
+            owner,
+            None,
+            Some(usize::try_from(count.saturating_sub(1)).unwrap_or(0)),
+        ))
+    }
+}
+
+/// Connects from an `etcd://` URL.
+///
+/// # Errors
+/// As [`EtcdConfig::from_url`] and [`EtcdLock::connect`].
+pub async fn connect(url: &str) -> Result<Arc<dyn DistributedLock>, LockError> {
+    Ok(Arc::new(
+        EtcdLock::connect(EtcdConfig::from_url(url)?).await?,
+    ))
+}

@@ -1,0 +1,236 @@
+//! One acquisition's place in the queue: its lease, its key and that key's create revision.
+//!
+//! The enqueue is the transaction of etcd's `concurrency.Mutex.Lock`, so the create revision
+//! and the current holder come back in one round trip:
+//!
+//! ```text
+//! If   CreateRevision(<range><lease hex>) == 0
+//! Then Put(<range><lease hex>, "", lease), Get(<range>, first by create revision)
+//! Else Get(<range><lease hex>),            Get(<range>, first by create revision)
+//! ```
+//!
+//! The contender with the lowest create revision holds the lock. Every acquisition grants a
+//! lease of its own, so no two contenders (not even two of one process) share a key, and
+//! revoking that lease takes the key away: that is how a cancelled or failed acquisition
+//! leaves nothing behind.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use etcd_client::{
+    Compare, CompareOp, GetOptions, KeyValue, PutOptions, SortOrder, SortTarget, Txn, TxnOp,
+    TxnOpResponse,
+};
+use lock_core::backend::CleanupOnDrop;
+use lock_core::LockError;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::error::{lease_gone, map};
+use crate::key::LockKeys;
+use crate::members::Members;
+
+/// etcd leases are whole seconds: `ttl` rounded up, at least 1 s. The server may grant more
+/// (its minimum is 1.5 election timeouts); the granted TTL is what counts.
+pub(crate) fn lease_secs(ttl: Duration) -> i64 {
+    let whole = ttl.as_secs() + u64::from(ttl.subsec_nanos() > 0);
+    i64::try_from(whole.max(1)).unwrap_or(i64::MAX)
+}
+
+/// Options to read the lowest (`Ascend`) or highest (`Descend`) create revision in a range.
+pub(crate) fn by_create(order: SortOrder) -> GetOptions {
+    GetOptions::new()
+        .with_prefix()
+        .with_sort(SortTarget::Create, order)
+        .with_limit(1)
+}
+
+/// A granted lease with (after [`Contender::enqueue`]) its key in the lock's range.
+#[derive(Clone)]
+pub(crate) struct Contender {
+    pub members: Arc<Members>,
+    pub keys: LockKeys,
+    pub key: String,
+    pub lease: i64,
+    /// The TTL the server granted.
+    pub granted: Duration,
+    /// When the grant was sent: the lease is valid for `granted` from here.
+    pub granted_at: Instant,
+    /// The create revision of our key (0 before enqueue).
+    pub rev: i64,
+    pub label: String,
+    pub name: String,
+}
+
+/// What the enqueue transaction saw.
+pub(crate) struct Enqueued {
+    /// The lowest create revision in the range is ours (or the range was empty).
+    pub holder: bool,
+}
+
+impl Contender {
+    /// Grants a lease of `ttl` (see [`lease_secs`]).
+    pub async fn grant(
+        members: &Arc<Members>,
+        keys: LockKeys,
+        ttl: Duration,
+        label: &str,
+        name: &str,
+    ) -> Result<Self, LockError> {
+        let granted_at = Instant::now();
+        let secs = lease_secs(ttl);
+        let resp = members
+            .run(|c| async move { c.lease_client().grant(secs, None).await })
+            .await
+            .map_err(|e| map(e, label, Some(name)))?;
+        let granted = Duration::from_secs(u64::try_from(resp.ttl()).unwrap_or(1).max(1));
+        Ok(Contender {
+            members: Arc::clone(members),
+            key: keys.contender(resp.id()),
+            keys,
+            lease: resp.id(),
+            granted,
+            granted_at,
+            rev: 0,
+            label: label.to_owned(),
+            name: name.to_owned(),
+        })
+    }
+
+    /// Revokes the lease (deleting our key with it) when dropped unless disarmed.
+    pub fn cleanup(self: &Arc<Self>) -> CleanupOnDrop {
+        let me = Arc::clone(self);
+        CleanupOnDrop::new(move || Box::pin(async move { me.revoke().await }))
+    }
+
+    /// Revokes the lease, which deletes our key; a lease already gone is fine. Best effort:
+    /// if the cluster cannot be reached, the lease runs out on its own.
+    pub async fn revoke(&self) {
+        let lease = self.lease;
+        let revoked = self
+            .members
+            .run(|c| async move { c.lease_client().revoke(lease).await })
+            .await;
+        if let Err(e) = revoked {
+            if !lease_gone(&e) {
+                tracing::debug!(backend = %self.label, name = %self.name, lease = %format!("{:x}", self.lease), error = %e, "revoking the lease failed; it runs out on its own");
+            }
+        }
+    }
+
+    /// Puts our key under our lease (the transaction above) and records its create revision.
+    pub async fn enqueue(&mut self) -> Result<Enqueued, LockError> {
+        let owner = || TxnOp::get(self.keys.range.clone(), Some(by_create(SortOrder::Ascend)));
+        let txn = Txn::new()
+            .when([Compare::create_revision(
+                self.key.clone(),
+                CompareOp::Equal,
+                0,
+            )])
+            .and_then([
+                TxnOp::put(
+                    self.key.clone(),
+                    "",
+                    Some(PutOptions::new().with_lease(self.lease)),
+                ),
+                owner(),
+            ])
+            .or_else([TxnOp::get(self.key.clone(), None), owner()]);
+        let resp = self
+            .members
+            .run(|c| {
+                let txn = txn.clone();
+                async move { c.kv_client().txn(txn).await }
+            })
+            .await
+            .map_err(|e| map(e, &self.label, Some(&self.name)))?;
+        let ops = resp.op_responses();
+        let ranges: Vec<&[KeyValue]> = ops
+            .iter()
+            .filter_map(|r| match r {
+                TxnOpResponse::Get(g) => Some(g.kvs()),
+                _ => None,
+            })
+            .collect();
+        self.rev = if resp.succeeded() {
+            resp.header().map_or(0, |h| h.revision())
+        } else {
+            ranges
+                .first()
+                .and_then(|kvs| kvs.first())
+                .map_or(0, KeyValue::create_revision)
+        };
+        if self.rev <= 0 {
+            return Err(LockError::backend(
+                &self.label,
+                Some(&self.name),
+                "etcd answered the enqueue transaction without our key's revision",
+                None,
+            ));
+        }
+        let holder = ranges
+            .last()
+            .and_then(|kvs| kvs.first())
+            .is_none_or(|kv| kv.create_revision() == self.rev);
+        Ok(Enqueued { holder })
+    }
+
+    /// Keeps the lease alive while this contender waits, every third of the granted TTL.
+    /// The task ends (and `gone` is set) when the server says the lease is gone; it is
+    /// aborted when the returned handle is dropped.
+    pub fn keep_alive_while_waiting(
+        self: &Arc<Self>,
+        gone: lock_core::backend::LostSignal,
+    ) -> AbortOnDrop {
+        let me = Arc::clone(self);
+        AbortOnDrop(tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(me.granted / 3).await;
+                match me.keep_alive_once().await {
+                    Ok(()) => {}
+                    Err(e) if lease_gone(&e) => {
+                        gone.mark_lost("the waiting contender's lease expired");
+                        return;
+                    }
+                    // Transient: the next round tries again; the wait itself notices a lease
+                    // that ran out when it confirms our key.
+                    Err(_) => {}
+                }
+            }
+        }))
+    }
+
+    /// One keep-alive round trip for our lease; each member gets a quarter of the lease to
+    /// answer, so three members are tried before the lease can run out.
+    pub async fn keep_alive_once(&self) -> Result<(), etcd_client::Error> {
+        let lease = self.lease;
+        self.members
+            .run_within(self.granted / 4, |c| async move {
+                let (_keeper, _stream) = c.lease_client().keep_alive(lease).await?;
+                Ok(())
+            })
+            .await
+    }
+}
+
+/// Aborts a background task when dropped.
+pub(crate) struct AbortOnDrop(pub JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lease_secs_rounds_up() {
+        assert_eq!(lease_secs(Duration::from_millis(1)), 1);
+        assert_eq!(lease_secs(Duration::from_secs(1)), 1);
+        assert_eq!(lease_secs(Duration::from_millis(1500)), 2);
+        assert_eq!(lease_secs(Duration::from_secs(30)), 30);
+    }
+}

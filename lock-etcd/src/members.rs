@@ -1,0 +1,110 @@
+//! [`Members`]: one etcd-client connection per cluster member, and failover between them.
+//!
+//! etcd-client's own balanced channel keeps sending requests to a member that went away (each
+//! one fails with "connection refused", or waits on a reconnect), so a killed member makes a
+//! third of all calls fail. Like etcd's Go client, this talks to one member at a time: a call
+//! that finds its member unreachable, leaderless or silent past the request timeout moves on
+//! to the next member and is tried there, once per member.
+//!
+//! Retrying is safe for every call this crate makes: the enqueue transaction creates our key
+//! only if it does not exist and otherwise reads it back (why `concurrency.Mutex` is written
+//! that way), keep-alives and reads are idempotent, a duplicate lease grant only leaves an
+//! unused lease that runs out, and a release retried after its delete landed answers `NotHeld`
+//! while the lock is free.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use etcd_client::{Client, ConnectOptions, Error, WatchOptions, WatchStream};
+
+use crate::config::EtcdConfig;
+use crate::error::is_unreachable;
+
+/// The cluster's members, the one in use first.
+pub(crate) struct Members {
+    clients: Vec<Client>,
+    current: AtomicUsize,
+    timeout: Duration,
+}
+
+impl Members {
+    /// One lazily connected client per endpoint.
+    pub async fn new(cfg: &EtcdConfig) -> Result<Self, Error> {
+        let options = ConnectOptions::new()
+            .with_connect_timeout(cfg.connect_timeout)
+            .with_timeout(cfg.timeout)
+            // A member cut from its leader refuses requests (and cancels watches) instead of
+            // answering from a stale state.
+            .with_require_leader(true)
+            .with_keep_alive(cfg.timeout / 2, cfg.timeout / 2);
+        let mut clients = Vec::new();
+        for ep in cfg.endpoint_urls() {
+            clients.push(Client::connect([ep], Some(options.clone())).await?);
+        }
+        Ok(Members {
+            clients,
+            current: AtomicUsize::new(0),
+            timeout: cfg.timeout,
+        })
+    }
+
+    /// Runs `call` on the member in use; when that member is unreachable, has no leader or
+    /// does not answer within the request timeout, moves on and runs it on the next, at most
+    /// once per member. Returns the last error when none answered.
+    pub async fn run<T, F, Fut>(&self, call: F) -> Result<T, Error>
+    where
+        F: Fn(Client) -> Fut,
+        Fut: Future<Output = Result<T, Error>>,
+    {
+        self.run_within(self.timeout, call).await
+    }
+
+    /// Opens a watch on `key` from revision `from` (inclusive) on the member in use.
+    pub async fn watch_from(
+        &self,
+        key: impl Into<Vec<u8>>,
+        from: i64,
+    ) -> Result<WatchStream, Error> {
+        let key: Vec<u8> = key.into();
+        self.run(|c| {
+            let key = key.clone();
+            async move {
+                let opts = WatchOptions::new().with_start_revision(from);
+                c.watch_client().watch(key, Some(opts)).await
+            }
+        })
+        .await
+    }
+
+    /// [`Members::run`] with each member given at most `per_member` (capped at the request
+    /// timeout): a keep-alive must find a live member well within its lease.
+    pub async fn run_within<T, F, Fut>(&self, per_member: Duration, call: F) -> Result<T, Error>
+    where
+        F: Fn(Client) -> Fut,
+        Fut: Future<Output = Result<T, Error>>,
+    {
+        let per_member = per_member.min(self.timeout);
+        let n = self.clients.len();
+        let mut last = None;
+        for _ in 0..n {
+            let i = self.current.load(Ordering::SeqCst) % n;
+            match tokio::time::timeout(per_member, call(self.clients[i].clone())).await {
+                Ok(Ok(v)) => return Ok(v),
+                Ok(Err(e)) if is_unreachable(&e) => last = Some(e),
+                Ok(Err(e)) => return Err(e),
+                Err(_) => {
+                    last = Some(Error::IoError(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        format!("no answer within {per_member:?}"),
+                    )))
+                }
+            }
+            // Another call may have moved on already; only move past the member that failed.
+            let _ =
+                self.current
+                    .compare_exchange(i, (i + 1) % n, Ordering::SeqCst, Ordering::SeqCst);
+        }
+        Err(last.unwrap_or_else(|| Error::InvalidArgs("no etcd endpoint configured".into())))
+    }
+}
