@@ -1,4 +1,5 @@
-//! [`LockInfo`]: what `inspect` reports about one lock.
+//! What `inspect` reports: [`LockInfo`] about one lock, [`SemaphoreInfo`] about one semaphore,
+//! [`RwLockInfo`] about one read-write lock; and [`Access`], the side of a read-write lock.
 
 use std::time::Duration;
 
@@ -50,4 +51,37 @@ impl LockInfo {
         self.holder = holder;
         self
     }
+}
+
+/// Which side of a read-write lock a caller asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Access {
+    /// Shared with other readers; excludes writers.
+    Read,
+    /// Excludes readers and other writers.
+    Write,
+}
+
+/// A snapshot of one semaphore, from [`DistributedSemaphore::inspect`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SemaphoreInfo {
+    /// The count the name is in use with (`None`: nobody holds or waits).
+    pub max_count: Option<u32>,
+    /// Permits held now.
+    pub holders: usize,
+    /// Callers waiting for a permit.
+    pub waiters: usize,
+}
+
+/// A snapshot of one read-write lock, from [`DistributedRwLock::inspect`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RwLockInfo {
+    /// Readers holding it now.
+    pub readers: usize,
+    /// Whether a writer holds it now.
+    pub writer: bool,
+    /// Callers waiting, readers and writers.
+    pub waiters: usize,
 }

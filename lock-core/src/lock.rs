@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use tracing::Instrument;
 
 use crate::backend::{attempt, name, Attempt, LockBackend};
-use crate::recipes::election::{leader_by_inspect, Leader};
+use crate::leader::{leader_by_inspect, Leader};
 use crate::{AcquireOptions, Capabilities, LockError, LockGuard, LockInfo};
 
 /// A distributed mutual-exclusion lock service: one client of one store.

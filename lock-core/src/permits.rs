@@ -22,8 +22,7 @@ use tokio::time::Instant;
 use crate::backend::{
     Attempt, Deadline, GuardParts, Lease, LostSignal, RwLockBackend, SemaphoreBackend,
 };
-use crate::rwlock::{Access, RwLockInfo};
-use crate::semaphore::SemaphoreInfo;
+use crate::info::{Access, RwLockInfo, SemaphoreInfo};
 use crate::{AcquireOptions, Capabilities, LockError, LockGuard, Wakeup};
 
 /// What a request or grant is.

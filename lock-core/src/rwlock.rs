@@ -5,16 +5,8 @@ use std::fmt::Debug;
 use async_trait::async_trait;
 
 use crate::backend::{attempt, Attempt, RwLockBackend};
+pub use crate::info::{Access, RwLockInfo};
 use crate::{AcquireOptions, Capabilities, LockError, LockGuard};
-
-/// Which side of a read-write lock a caller asks for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Access {
-    /// Shared with other readers; excludes writers.
-    Read,
-    /// Excludes readers and other writers.
-    Write,
-}
 
 /// A read-write lock over a store: many readers or one writer of a name at once ("reports
 /// read while the nightly load writes").
@@ -120,18 +112,6 @@ pub trait DistributedRwLock: Send + Sync + Debug + 'static {
     /// # Errors
     /// [`LockError::Unsupported`] where the store cannot tell; store errors otherwise.
     async fn inspect(&self, name: &str) -> Result<RwLockInfo, LockError>;
-}
-
-/// A snapshot of one read-write lock, from [`DistributedRwLock::inspect`].
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct RwLockInfo {
-    /// Readers holding it now.
-    pub readers: usize,
-    /// Whether a writer holds it now.
-    pub writer: bool,
-    /// Callers waiting, readers and writers.
-    pub waiters: usize,
 }
 
 #[async_trait]

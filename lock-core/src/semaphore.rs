@@ -5,6 +5,7 @@ use std::fmt::Debug;
 use async_trait::async_trait;
 
 use crate::backend::{attempt, Attempt, SemaphoreBackend};
+pub use crate::info::SemaphoreInfo;
 use crate::{AcquireOptions, Capabilities, LockError, LockGuard};
 
 /// Largest `max_count` a semaphore accepts.
@@ -81,18 +82,6 @@ pub trait DistributedSemaphore: Send + Sync + Debug + 'static {
     /// # Errors
     /// [`LockError::Unsupported`] where the store cannot tell; store errors otherwise.
     async fn inspect(&self, name: &str) -> Result<SemaphoreInfo, LockError>;
-}
-
-/// A snapshot of one semaphore, from [`DistributedSemaphore::inspect`].
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct SemaphoreInfo {
-    /// The count the name is in use with (`None`: nobody holds or waits).
-    pub max_count: Option<u32>,
-    /// Permits held now.
-    pub holders: usize,
-    /// Callers waiting for a permit.
-    pub waiters: usize,
 }
 
 /// Checks what every semaphore call must pass before the store sees it.

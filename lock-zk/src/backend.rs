@@ -344,7 +344,7 @@ impl LockBackend for ZkLock {
     }
 
     async fn leader(&self, group: &str) -> Result<Option<Leader>, LockError> {
-        crate::election::leader(self, group).await
+        crate::election::leader(&*self.session().await?, &self.cfg.base, &self.label, group).await
     }
 
     fn capabilities(&self) -> Capabilities {
@@ -359,7 +359,14 @@ impl LockBackend for ZkLock {
     }
 
     async fn inspect(&self, name: &str) -> Result<LockInfo, LockError> {
-        let first = crate::election::first_node(self, name, NodeKind::Lock).await?;
+        let first = crate::election::first_node(
+            &*self.session().await?,
+            &self.cfg.base,
+            &self.label,
+            name,
+            NodeKind::Lock,
+        )
+        .await?;
         Ok(match first {
             Some(f) => LockInfo::held(Some(f.czxid), Some(f.node), None, Some(f.others))
                 .with_holder(f.identity),

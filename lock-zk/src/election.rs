@@ -22,9 +22,9 @@
 use lock_core::{Leader, LockError};
 use zookeeper_client::Error;
 
-use crate::backend::ZkLock;
 use crate::error::map;
 use crate::path::{lock_path, NodeKind};
+use crate::session::Session;
 
 /// Attempts to read the first node when it keeps vanishing between the listing and the read.
 const READ_ATTEMPTS: usize = 5;
@@ -41,15 +41,16 @@ pub(crate) struct First {
     pub others: usize,
 }
 
-/// The first node of `kind` in `name`'s directory, or `None` when there is none.
+/// The first node of `kind` in `name`'s directory under `base`, read through `session`, or
+/// `None` when there is none. `label` names the backend in errors.
 pub(crate) async fn first_node(
-    zk: &ZkLock,
+    session: &Session,
+    base: &str,
+    label: &str,
     name: &str,
     kind: NodeKind,
 ) -> Result<Option<First>, LockError> {
-    let label = lock_core::DistributedLock::backend_name(zk);
-    let dir = lock_path(&zk.config().base, name)?;
-    let session = zk.session().await?;
+    let dir = lock_path(base, name)?;
     for _ in 0..READ_ATTEMPTS {
         let children = match session.client.get_children(&dir).await {
             Ok((c, _)) => c,
@@ -85,7 +86,12 @@ pub(crate) async fn first_node(
 
 /// Who leads `group`: the first participant's identity (Curator's participant id; empty when a
 /// Curator participant set none) and its node's `czxid`.
-pub(crate) async fn leader(zk: &ZkLock, group: &str) -> Result<Option<Leader>, LockError> {
-    let first = first_node(zk, group, NodeKind::Latch).await?;
+pub(crate) async fn leader(
+    session: &Session,
+    base: &str,
+    label: &str,
+    group: &str,
+) -> Result<Option<Leader>, LockError> {
+    let first = first_node(session, base, label, group, NodeKind::Latch).await?;
     Ok(first.map(|f| Leader::new(f.identity.unwrap_or_default(), f.czxid)))
 }

@@ -9,9 +9,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::recipes::election::{leader_by_inspect, Leader};
-use crate::rwlock::{Access, RwLockInfo};
-use crate::semaphore::SemaphoreInfo;
+use crate::info::{Access, RwLockInfo, SemaphoreInfo};
+use crate::leader::{leader_by_inspect, Leader};
 use crate::{AcquireOptions, Capabilities, LockError, LockGuard, LockInfo};
 
 /// How one attempt treats a lock someone else holds.
@@ -79,7 +78,7 @@ pub trait LockBackend: Send + Sync + Debug + 'static {
 
     /// Who leads `group` (called with a validated name). Provided: from
     /// [`LockBackend::inspect`]'s holder identity
-    /// ([`crate::recipes::election::leader_by_inspect`]).
+    /// ([`crate::leader::leader_by_inspect`]).
     ///
     /// # Errors
     /// As [`crate::DistributedLock::leader`].

@@ -13,7 +13,7 @@ use async_trait::async_trait;
 
 use crate::{AcquireOptions, DistributedLock, LockContext, LockError};
 
-pub use election::{elect, elect_with, Leader, Leadership};
+pub use election::{elect, elect_with, Leadership};
 pub use multi::MultiGuard;
 
 /// The recipes, for every [`DistributedLock`] (including `Arc<dyn DistributedLock>`): bring
