@@ -156,12 +156,12 @@ mod tests {
 
     #[tokio::test]
     async fn unknown_scheme_lists_known_ones() {
-        let e = super::connect("etcd://127.0.0.1:2379")
+        let e = super::connect("consul://127.0.0.1:8500")
             .await
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("\"etcd\"") && e.contains("redis") && e.contains("sqlite"),
+            e.contains("\"consul\"") && e.contains("redis") && e.contains("sqlite"),
             "{e}"
         );
         let e = super::connect("zk://127.0.0.1:2181")
