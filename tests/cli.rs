@@ -203,7 +203,7 @@ fn lost_lock_terminates_the_command_with_70() {
 #[test]
 fn bad_configuration_is_quoted_and_passwords_never_printed() {
     for (url, quoted) in [
-        ("etcd://127.0.0.1:2379", "etcd"),
+        ("consul://127.0.0.1:8500", "consul"),
         ("redis://127.0.0.1:16379?bogus=1", "bogus"),
         ("redis://127.0.0.1:16379?ttl=abc", "ttl=abc"),
         ("redlock://127.0.0.1:17001,127.0.0.1:17002", "got 2"),
