@@ -39,9 +39,10 @@ use std::sync::Arc;
 
 pub use config::LockConfig;
 pub use lock_core::{
-    elect, elect_with, AcquireOptions, BoxError, Capabilities, CrashRelease, DistributedLock,
-    Leader, Leadership, LockContext, LockError, LockExt, LockGuard, LockInfo, MultiGuard, Secret,
-    SecretUrl, Wakeup, DEFAULT_TTL, MAX_IDENTITY_BYTES,
+    elect, elect_with, Access, AcquireOptions, BoxError, Capabilities, CrashRelease,
+    DistributedLock, DistributedRwLock, DistributedSemaphore, Leader, Leadership, LockContext,
+    LockError, LockExt, LockGuard, LockInfo, MultiGuard, RwLockInfo, Secret, SecretUrl,
+    SemaphoreInfo, Wakeup, DEFAULT_TTL, MAX_IDENTITY_BYTES, MAX_PERMITS,
 };
 
 /// Typed configuration structs for people who prefer code to URLs: each parses the same URL
@@ -76,6 +77,52 @@ pub const URL_ENV: &str = "DISTLOCK_URL";
 /// [`LockError::Unavailable`] when the store cannot be reached.
 pub async fn connect(url: &str) -> Result<Arc<dyn DistributedLock>, LockError> {
     Ok(connect_config(&LockConfig::from_url(url)).await?.0)
+}
+
+/// Connects a counting semaphore ([`DistributedSemaphore`]) on the store a URL names, with the
+/// URL's `ttl`/`wait`/`renew` as acquisition defaults (as [`connect`]).
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), distlock::LockError> {
+/// use distlock::{AcquireOptions, DistributedSemaphore};
+/// let exports = distlock::connect_semaphore("redis://127.0.0.1:6379").await?;
+/// // At most 4 exports hit the warehouse at once, across every process.
+/// let permit = exports.acquire("warehouse", 4, &AcquireOptions::new()).await?;
+/// // … export, passing permit.fencing_token() to the warehouse …
+/// permit.release().await?;
+/// # Ok(()) }
+/// ```
+///
+/// # Errors
+/// As [`connect`]; [`LockError::Unsupported`] where the store offers no semaphore, and
+/// [`LockError::InvalidConfig`] where it cannot offer one safely in the URL's topology
+/// (Redlock). The README's table says which stores offer it.
+pub async fn connect_semaphore(url: &str) -> Result<Arc<dyn DistributedSemaphore>, LockError> {
+    let (url, opts) = LockConfig::from_url(url).resolve()?;
+    let inner = registry::connect_semaphore(&url).await?;
+    Ok(configured::Configured::wrap_semaphore(inner, opts))
+}
+
+/// Connects a read-write lock ([`DistributedRwLock`]) on the store a URL names, with the URL's
+/// `ttl`/`wait`/`renew` as acquisition defaults (as [`connect`]).
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), distlock::LockError> {
+/// use distlock::{AcquireOptions, DistributedRwLock};
+/// let ledger = distlock::connect_rwlock("redis://127.0.0.1:6379").await?;
+/// let report = ledger.read("ledger", &AcquireOptions::new()).await?; // shared with readers
+/// drop(report);
+/// let load = ledger.write("ledger", &AcquireOptions::new()).await?; // alone
+/// load.release().await?;
+/// # Ok(()) }
+/// ```
+///
+/// # Errors
+/// As [`connect_semaphore`].
+pub async fn connect_rwlock(url: &str) -> Result<Arc<dyn DistributedRwLock>, LockError> {
+    let (url, opts) = LockConfig::from_url(url).resolve()?;
+    let inner = registry::connect_rwlock(&url).await?;
+    Ok(configured::Configured::wrap_rwlock(inner, opts))
 }
 
 /// Connects with a [`LockConfig`], returning the lock (which applies the defaults itself, as
@@ -169,5 +216,62 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("zookeeper"), "{e}");
+    }
+
+    /// Where a store offers no semaphore or read-write lock, or cannot offer one safely in the
+    /// URL's topology, the caller gets a typed error naming it, never a weaker version.
+    #[cfg(all(feature = "sqlite", feature = "redis"))]
+    #[tokio::test]
+    async fn semaphores_and_rwlocks_are_refused_with_a_typed_error_where_not_offered() {
+        let dir = std::env::temp_dir().join(format!("distlock-permits-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let sqlite = format!("sqlite://{}/p.db", dir.display());
+        let e = super::connect_semaphore(&sqlite).await.unwrap_err();
+        assert!(matches!(e, super::LockError::Unsupported { .. }), "{e}");
+        let e = super::connect_rwlock(&sqlite).await.unwrap_err();
+        assert!(matches!(e, super::LockError::Unsupported { .. }), "{e}");
+        let redlock = "redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3";
+        for e in [
+            super::connect_semaphore(redlock)
+                .await
+                .map(drop)
+                .unwrap_err(),
+            super::connect_rwlock(redlock).await.map(drop).unwrap_err(),
+        ] {
+            match e {
+                super::LockError::InvalidConfig(m) => assert!(m.contains("single"), "{m}"),
+                other => panic!("redlock gave {other}"),
+            }
+        }
+        let e = super::connect_semaphore("consul://127.0.0.1:8500")
+            .await
+            .map(drop)
+            .unwrap_err();
+        assert!(matches!(e, super::LockError::InvalidConfig(_)), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The URL's `wait` is the semaphore's and the read-write lock's default, as the mutex's.
+    #[cfg(feature = "redis")]
+    #[tokio::test]
+    async fn semaphore_and_rwlock_take_the_urls_defaults() {
+        use super::AcquireOptions;
+        let url = std::env::var("DISTLOCK_TEST_REDIS_URL")
+            .unwrap_or_else(|_| "redis://127.0.0.1:16379".into());
+        let url = format!("{url}?wait=200ms");
+        let name = format!("facade-permits-{}", lock_core::backend::owner_token());
+        let sem = super::connect_semaphore(&url).await.unwrap();
+        let held = sem.acquire(&name, 1, &AcquireOptions::new()).await.unwrap();
+        let e = sem
+            .acquire(&name, 1, &AcquireOptions::new())
+            .await
+            .unwrap_err();
+        assert!(matches!(e, super::LockError::Timeout { .. }), "{e}");
+        held.release().await.unwrap();
+        let rw = super::connect_rwlock(&url).await.unwrap();
+        let r = rw.read(&name, &AcquireOptions::new()).await.unwrap();
+        let e = rw.write(&name, &AcquireOptions::new()).await.unwrap_err();
+        assert!(matches!(e, super::LockError::Timeout { .. }), "{e}");
+        r.release().await.unwrap();
     }
 }

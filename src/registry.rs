@@ -5,10 +5,11 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use lock_core::{DistributedLock, LockError};
+use lock_core::{DistributedLock, DistributedRwLock, DistributedSemaphore, LockError};
 
-type ConnectFuture<'a> =
-    Pin<Box<dyn Future<Output = Result<Arc<dyn DistributedLock>, LockError>> + Send + 'a>>;
+/// A backend's connect call for primitive `T` (`dyn DistributedLock`, …).
+type Connect<T> =
+    for<'a> fn(&'a str) -> Pin<Box<dyn Future<Output = Result<Arc<T>, LockError>> + Send + 'a>>;
 
 /// One registered backend.
 pub struct Backend {
@@ -17,21 +18,43 @@ pub struct Backend {
     /// The cargo feature that compiles it in.
     pub feature: &'static str,
     /// Its connect function, when compiled in.
-    pub connect: Option<fn(&str) -> ConnectFuture<'_>>,
+    pub connect: Option<Connect<dyn DistributedLock>>,
+    /// Its semaphore's connect function, when compiled in and offered.
+    pub semaphore: Option<Connect<dyn DistributedSemaphore>>,
+    /// Its read-write lock's connect function, when compiled in and offered.
+    pub rwlock: Option<Connect<dyn DistributedRwLock>>,
+}
+
+/// `Some(connect)` when the feature is compiled in.
+macro_rules! connector {
+    ($feature:literal, $connect:path) => {{
+        #[cfg(feature = $feature)]
+        let connect: Option<Connect<_>> = Some(|url| Box::pin($connect(url)));
+        #[cfg(not(feature = $feature))]
+        let connect: Option<Connect<_>> = None;
+        connect
+    }};
 }
 
 macro_rules! backend {
-    ($feature:literal, $schemes:expr, $connect:path) => {{
-        #[cfg(feature = $feature)]
-        let connect: Option<fn(&str) -> ConnectFuture<'_>> = Some(|url| Box::pin($connect(url)));
-        #[cfg(not(feature = $feature))]
-        let connect: Option<fn(&str) -> ConnectFuture<'_>> = None;
+    ($feature:literal, $schemes:expr, $connect:path) => {
         Backend {
             schemes: $schemes,
             feature: $feature,
-            connect,
+            connect: connector!($feature, $connect),
+            semaphore: None,
+            rwlock: None,
         }
-    }};
+    };
+    ($feature:literal, $schemes:expr, $connect:path, $semaphore:path, $rwlock:path) => {
+        Backend {
+            schemes: $schemes,
+            feature: $feature,
+            connect: connector!($feature, $connect),
+            semaphore: connector!($feature, $semaphore),
+            rwlock: connector!($feature, $rwlock),
+        }
+    };
 }
 
 /// Every backend distlock knows, compiled in or not.
@@ -40,7 +63,13 @@ pub fn backends() -> Vec<Backend> {
         backend!("postgres", &["postgres", "postgresql"], lock_sql::connect),
         backend!("mysql", &["mysql", "mariadb"], lock_sql::connect),
         backend!("sqlite", &["sqlite"], lock_sql::connect),
-        backend!("redis", &["redis", "redlock"], lock_redis::connect),
+        backend!(
+            "redis",
+            &["redis", "redlock"],
+            lock_redis::connect,
+            lock_redis::connect_semaphore,
+            lock_redis::connect_rwlock
+        ),
         backend!("zookeeper", &["zk", "zookeeper"], lock_zk::connect),
         backend!("etcd", &["etcd"], lock_etcd::connect),
     ]
@@ -54,28 +83,66 @@ pub fn known_schemes() -> Vec<&'static str> {
         .collect()
 }
 
-/// Connects to the backend serving `url`'s scheme.
+/// The backend serving `url`'s scheme, compiled in.
 ///
 /// # Errors
 /// [`LockError::InvalidConfig`] naming an unknown scheme (with the known ones) or the cargo
-/// feature a compiled-out scheme needs; the backend's own errors otherwise.
-pub async fn connect(url: &str) -> Result<Arc<dyn DistributedLock>, LockError> {
+/// feature a compiled-out scheme needs.
+fn route(url: &str) -> Result<Backend, LockError> {
     let scheme = url.split_once("://").map(|(s, _)| s).unwrap_or("");
     let redacted = lock_core::backend::redact(url);
-    let backends = backends();
-    let Some(b) = backends.iter().find(|b| b.schemes.contains(&scheme)) else {
+    let Some(b) = backends().into_iter().find(|b| b.schemes.contains(&scheme)) else {
         return Err(LockError::invalid_config(format!(
             "unknown URL scheme {scheme:?} in {redacted:?}; known schemes: {}",
             known_schemes().join(", ")
         )));
     };
-    match b.connect {
-        Some(connect) => connect(url).await,
-        None => Err(LockError::invalid_config(format!(
+    if b.connect.is_none() {
+        return Err(LockError::invalid_config(format!(
             "scheme {scheme:?} in {redacted:?} needs distlock's cargo feature `{}`, which this build does not include",
             b.feature
-        ))),
+        )));
     }
+    Ok(b)
+}
+
+/// `connect`, or the typed refusal of a backend that does not offer `what`.
+fn offered<T: ?Sized>(
+    url: &str,
+    connect: Option<Connect<T>>,
+    what: &str,
+) -> Result<Connect<T>, LockError> {
+    connect.ok_or_else(|| {
+        let scheme = url.split_once("://").map(|(s, _)| s).unwrap_or("");
+        LockError::unsupported(scheme, format!("{what} (not offered by this store yet)"))
+    })
+}
+
+/// Connects to the backend serving `url`'s scheme.
+///
+/// # Errors
+/// As `route`; the backend's own errors otherwise.
+pub async fn connect(url: &str) -> Result<Arc<dyn DistributedLock>, LockError> {
+    let b = route(url)?;
+    offered(url, b.connect, "lock")?(url).await
+}
+
+/// Connects a semaphore on the backend serving `url`'s scheme.
+///
+/// # Errors
+/// As [`connect`]; [`LockError::Unsupported`] where the backend offers no semaphore.
+pub async fn connect_semaphore(url: &str) -> Result<Arc<dyn DistributedSemaphore>, LockError> {
+    let b = route(url)?;
+    offered(url, b.semaphore, "semaphore")?(url).await
+}
+
+/// Connects a read-write lock on the backend serving `url`'s scheme.
+///
+/// # Errors
+/// As [`connect`]; [`LockError::Unsupported`] where the backend offers no read-write lock.
+pub async fn connect_rwlock(url: &str) -> Result<Arc<dyn DistributedRwLock>, LockError> {
+    let b = route(url)?;
+    offered(url, b.rwlock, "read-write lock")?(url).await
 }
 
 #[cfg(test)]

@@ -23,9 +23,9 @@ use crate::subscriber::{Subscriber, Waiting};
 
 /// A queued waiter re-checks (and refreshes its place) at least this often, even without a
 /// release message.
-const HEARTBEAT: Duration = Duration::from_millis(1000);
+pub(crate) const HEARTBEAT: Duration = Duration::from_millis(1000);
 /// A queued waiter that stops refreshing loses its place after this long.
-const WAITER_TTL: Duration = Duration::from_millis(3000);
+pub(crate) const WAITER_TTL: Duration = Duration::from_millis(3000);
 
 /// How one acquisition round ended.
 pub(crate) enum Round {

@@ -94,6 +94,19 @@ impl RedisLock {
     fn single(&self) -> bool {
         matches!(self.store, Store::Single(_))
     }
+
+    /// The one server and its pub/sub subscriber; `None` on Redlock.
+    pub(crate) fn single_server(&self) -> Option<(&Node, &Arc<Subscriber>)> {
+        match &self.store {
+            Store::Single(s) => Some((&s.nodes()[0], &self.subscribers[0])),
+            Store::Redlock(_) => None,
+        }
+    }
+
+    /// The backend label (`redis`, `redlock-N`).
+    pub(crate) fn backend_label(&self) -> &str {
+        &self.label
+    }
 }
 
 #[async_trait]

@@ -94,6 +94,8 @@ mod holder;
 mod keys;
 mod lease;
 mod node;
+mod permits;
+pub use permits::{connect_rwlock, connect_semaphore};
 mod redlock;
 mod scripts;
 mod single;

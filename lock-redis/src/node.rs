@@ -41,12 +41,15 @@ impl Foreign {
     /// What was found, where, and what to do about it (the key is quoted with escapes, so its
     /// NUL shows as `\0`).
     pub(crate) fn describe(&self, keys: &Keys) -> String {
+        self.describe_as(keys.role(&self.key))
+    }
+
+    /// As [`Foreign::describe`], for a key whose role is `role`.
+    pub(crate) fn describe_as(&self, role: &str) -> String {
         format!(
             "{} {:?} holds a Redis {} that distlock did not write (another application's data?); \
              it was left untouched: remove it, or pick another name or prefix",
-            keys.role(&self.key),
-            self.key,
-            self.kind
+            role, self.key, self.kind
         )
     }
 }
@@ -59,19 +62,35 @@ fn foreign_in(reply: &Value) -> Option<Foreign> {
     if items.first().map(int) != Some(-1) {
         return None;
     }
-    let text = |v: Option<&Value>| match v {
-        Some(Value::BulkString(b)) => String::from_utf8_lossy(b).into_owned(),
-        Some(Value::SimpleString(s)) => s.clone(),
-        _ => "unknown".to_owned(),
-    };
+    let text = |v| text(v).unwrap_or_else(|| "unknown".to_owned());
     Some(Foreign {
         kind: text(items.get(1)),
         key: text(items.get(2)),
     })
 }
 
+/// A script's array answer, or the foreign data it reported instead.
+pub(crate) fn reply_items(reply: Value) -> Result<Vec<Value>, Foreign> {
+    if let Some(f) = foreign_in(&reply) {
+        return Err(f);
+    }
+    Ok(match reply {
+        Value::Array(items) => items,
+        _ => Vec::new(),
+    })
+}
+
+/// A bulk or simple string in a script's answer.
+pub(crate) fn text(v: Option<&Value>) -> Option<String> {
+    match v {
+        Some(Value::BulkString(b)) => Some(String::from_utf8_lossy(b).into_owned()),
+        Some(Value::SimpleString(s)) => Some(s.clone()),
+        _ => None,
+    }
+}
+
 /// A script's answer as a flag (1 = done), or the foreign data it found.
-fn flag(reply: &Value) -> Result<bool, Foreign> {
+pub(crate) fn flag(reply: &Value) -> Result<bool, Foreign> {
     foreign_in(reply).map_or_else(|| Ok(int(reply) == 1), Err)
 }
 
@@ -88,11 +107,11 @@ pub(crate) struct Node {
     label: String,
 }
 
-fn ms(d: Duration) -> u64 {
+pub(crate) fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
 }
 
-fn int(v: &Value) -> i64 {
+pub(crate) fn int(v: &Value) -> i64 {
     match v {
         Value::Int(i) => *i,
         Value::BulkString(b) => String::from_utf8_lossy(b).parse().unwrap_or(0),
@@ -221,12 +240,9 @@ impl Node {
             .arg(floor.map(|f| f.to_string()).unwrap_or_default())
             .invoke_async(&mut c)
             .await?;
-        if let Some(f) = foreign_in(&reply) {
-            return Ok(Attempt::Foreign(f));
-        }
-        let items = match reply {
-            Value::Array(items) => items,
-            _ => Vec::new(),
+        let items = match reply_items(reply) {
+            Ok(items) => items,
+            Err(f) => return Ok(Attempt::Foreign(f)),
         };
         Ok(match items.first().map(int) {
             Some(1) => Attempt::Acquired(items.get(1).map(int).unwrap_or(0).max(0) as u64),
@@ -322,16 +338,9 @@ impl Node {
             .key(&keys.qexp)
             .invoke_async(&mut c)
             .await?;
-        if let Some(f) = foreign_in(&reply) {
-            return Ok(Err(f));
-        }
-        let items = match reply {
-            Value::Array(items) => items,
-            _ => Vec::new(),
-        };
-        let text = |v: Option<&Value>| match v {
-            Some(Value::BulkString(b)) => Some(String::from_utf8_lossy(b).into_owned()),
-            _ => None,
+        let items = match reply_items(reply) {
+            Ok(items) => items,
+            Err(f) => return Ok(Err(f)),
         };
         Ok(Ok(Peek {
             owner: text(items.first()),

@@ -21,6 +21,24 @@ const LEAVE_LUA: &str = with_prelude!("lua/leave.lua");
 const FENCE_WRITEBACK_LUA: &str = with_prelude!("lua/fence_writeback.lua");
 const PEEK_LUA: &str = with_prelude!("lua/peek.lua");
 
+/// A semaphore or read-write lock script's source, with `prelude.lua` and
+/// `permit_prelude.lua` in front of it.
+macro_rules! with_permit_prelude {
+    ($file:literal) => {
+        concat!(
+            include_str!("lua/prelude.lua"),
+            include_str!("lua/permit_prelude.lua"),
+            include_str!($file)
+        )
+    };
+}
+
+const PERMIT_ACQUIRE_LUA: &str = with_permit_prelude!("lua/permit_acquire.lua");
+const PERMIT_RELEASE_LUA: &str = with_permit_prelude!("lua/permit_release.lua");
+const PERMIT_EXTEND_LUA: &str = with_permit_prelude!("lua/permit_extend.lua");
+const PERMIT_LEAVE_LUA: &str = with_permit_prelude!("lua/permit_leave.lua");
+const PERMIT_PEEK_LUA: &str = with_permit_prelude!("lua/permit_peek.lua");
+
 /// Take the lock (fair queue, fencing token) in one round trip.
 pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(ACQUIRE_LUA));
 /// Release our own lock and wake the next waiter.
@@ -35,12 +53,31 @@ pub(crate) static FENCE_WRITEBACK: LazyLock<Script> =
 /// Read a lock's state (`inspect`).
 pub(crate) static PEEK: LazyLock<Script> = LazyLock::new(|| Script::new(PEEK_LUA));
 
+/// Semaphore / read-write lock: admit a member, or queue it.
+pub(crate) static PERMIT_ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(PERMIT_ACQUIRE_LUA));
+/// Semaphore / read-write lock: give a member back and wake the next.
+pub(crate) static PERMIT_RELEASE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(PERMIT_RELEASE_LUA));
+/// Semaphore / read-write lock: extend a member's lease.
+pub(crate) static PERMIT_EXTEND: LazyLock<Script> =
+    LazyLock::new(|| Script::new(PERMIT_EXTEND_LUA));
+/// Semaphore / read-write lock: a waiter leaves the queue.
+pub(crate) static PERMIT_LEAVE: LazyLock<Script> = LazyLock::new(|| Script::new(PERMIT_LEAVE_LUA));
+/// Semaphore / read-write lock: read the state (`inspect`).
+pub(crate) static PERMIT_PEEK: LazyLock<Script> = LazyLock::new(|| Script::new(PERMIT_PEEK_LUA));
+
 /// Every script's source, for loading them all in one round trip at connect.
-pub(crate) const ALL: [&str; 6] = [
+pub(crate) const ALL: [&str; 11] = [
     ACQUIRE_LUA,
     RELEASE_LUA,
     EXTEND_LUA,
     LEAVE_LUA,
     FENCE_WRITEBACK_LUA,
     PEEK_LUA,
+    PERMIT_ACQUIRE_LUA,
+    PERMIT_RELEASE_LUA,
+    PERMIT_EXTEND_LUA,
+    PERMIT_LEAVE_LUA,
+    PERMIT_PEEK_LUA,
 ];
