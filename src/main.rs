@@ -39,8 +39,21 @@ fn main() {
     };
     let code = runtime.block_on(async move {
         match parsed.cmd {
-            cli::Cmd::Exec { url, name, run } => {
-                cli::exec::run(cli::exec::ExecArgs::new(url, name, run, None)).await
+            cli::Cmd::Exec {
+                url,
+                name,
+                max,
+                read,
+                write,
+                run,
+            } => {
+                let take = match (max, read, write) {
+                    (Some(n), _, _) => cli::exec::Take::Permit(n),
+                    (None, true, _) => cli::exec::Take::Side(distlock::Access::Read),
+                    (None, _, true) => cli::exec::Take::Side(distlock::Access::Write),
+                    (None, false, false) => cli::exec::Take::Lock,
+                };
+                cli::exec::run(cli::exec::ExecArgs::new(url, name, run, take)).await
             }
             cli::Cmd::Elect {
                 url,
@@ -49,10 +62,24 @@ fn main() {
                 run,
             } => {
                 let identity = identity.unwrap_or_else(cli::leader::default_identity);
-                cli::exec::run(cli::exec::ExecArgs::new(url, group, run, Some(identity))).await
+                let take = cli::exec::Take::Lead(identity);
+                cli::exec::run(cli::exec::ExecArgs::new(url, group, run, take)).await
             }
             cli::Cmd::Leader { url, group, json } => cli::leader::run(&url, &group, json).await,
-            cli::Cmd::Inspect { url, name, json } => cli::inspect::run(&url, &name, json).await,
+            cli::Cmd::Inspect {
+                url,
+                name,
+                semaphore,
+                rwlock,
+                json,
+            } => {
+                let what = match (semaphore, rwlock) {
+                    (true, _) => cli::inspect::What::Semaphore,
+                    (_, true) => cli::inspect::What::RwLock,
+                    _ => cli::inspect::What::Lock,
+                };
+                cli::inspect::run(&url, &name, what, json).await
+            }
         }
     });
     std::process::exit(code);

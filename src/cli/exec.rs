@@ -58,7 +58,10 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use distlock::{AcquireOptions, DistributedLock, LockConfig, LockError, LockGuard};
+use distlock::{
+    Access, AcquireOptions, DistributedLock, DistributedRwLock, DistributedSemaphore, LockConfig,
+    LockError, LockGuard,
+};
 use nix::errno::Errno;
 use nix::sys::signal::{killpg, SigSet, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
@@ -118,9 +121,28 @@ pub struct ExecArgs {
     pub kill_after: Duration,
     /// The command and its arguments.
     pub command: Vec<String>,
-    /// `distlock elect`: campaign for leadership of the group `name` as this identity instead
-    /// of acquiring the lock `name` (CMD runs while this process leads).
-    pub identity: Option<String>,
+    /// What CMD runs under.
+    pub take: Take,
+}
+
+/// What `exec` or `elect` holds while CMD runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Take {
+    /// The lock `name` (`distlock exec`).
+    Lock,
+    /// One of `max` permits of the semaphore `name` (`distlock exec --max N`).
+    Permit(u32),
+    /// A side of the read-write lock `name` (`distlock exec --read` / `--write`).
+    Side(Access),
+    /// The leadership of the group `name`, campaigning as this identity (`distlock elect`).
+    Lead(String),
+}
+
+/// The client `exec` holds on to until CMD's end (some backends tie a hold to its connection).
+enum Client {
+    Lock(Arc<dyn DistributedLock>),
+    Semaphore(Arc<dyn DistributedSemaphore>),
+    RwLock(Arc<dyn DistributedRwLock>),
 }
 
 fn code_of(status: ExitStatus) -> i32 {
@@ -376,21 +398,37 @@ pub fn watchdog() -> i32 {
     0
 }
 
-async fn connect(a: &ExecArgs) -> Result<(Arc<dyn DistributedLock>, AcquireOptions), LockError> {
-    let cfg = LockConfig::from_url(a.url.clone());
-    let (lock, mut opts) = distlock::connect_config(&cfg).await?;
+/// Connects the client `a.take` needs; its options are the URL's defaults with `--wait` and
+/// `--ttl` over them.
+async fn connect(a: &ExecArgs) -> Result<(Client, AcquireOptions), LockError> {
+    let (client, mut opts) = match a.take {
+        Take::Lock | Take::Lead(_) => {
+            let cfg = LockConfig::from_url(a.url.clone());
+            let (lock, opts) = distlock::connect_config(&cfg).await?;
+            (Client::Lock(lock), opts)
+        }
+        // These apply the URL's defaults themselves to what `opts` leaves unset.
+        Take::Permit(_) => (
+            Client::Semaphore(distlock::connect_semaphore(&a.url).await?),
+            AcquireOptions::new(),
+        ),
+        Take::Side(_) => (
+            Client::RwLock(distlock::connect_rwlock(&a.url).await?),
+            AcquireOptions::new(),
+        ),
+    };
     if let Some(w) = a.wait {
         opts = opts.wait(w);
     }
     if let Some(t) = a.ttl {
         opts = opts.ttl(t);
     }
-    Ok((lock, opts))
+    Ok((client, opts))
 }
 
 impl ExecArgs {
-    /// `exec` (no identity) or `elect` (campaigning for the group `name` as `identity`).
-    pub fn new(url: String, name: String, run: super::RunArgs, identity: Option<String>) -> Self {
+    /// `exec` or `elect`, holding what `take` says while CMD runs.
+    pub fn new(url: String, name: String, run: super::RunArgs, take: Take) -> Self {
         ExecArgs {
             url,
             name,
@@ -398,20 +436,25 @@ impl ExecArgs {
             ttl: run.ttl,
             kill_after: run.kill_after,
             command: run.command,
-            identity,
+            take,
         }
     }
 }
 
-/// The lock, or (`distlock elect`) the group's leadership, which is a lock guard too.
+/// The lock, a permit, a side, or (`distlock elect`) the group's leadership: a lock guard each.
 async fn take(
-    lock: &dyn DistributedLock,
+    client: &Client,
     a: &ExecArgs,
     opts: &AcquireOptions,
 ) -> Result<LockGuard, LockError> {
-    match &a.identity {
-        Some(id) => lock.campaign(&a.name, id, opts).await,
-        None => lock.acquire(&a.name, opts).await,
+    match (client, &a.take) {
+        (Client::Lock(lock), Take::Lead(id)) => lock.campaign(&a.name, id, opts).await,
+        (Client::Lock(lock), _) => lock.acquire(&a.name, opts).await,
+        (Client::Semaphore(s), Take::Permit(max)) => s.acquire(&a.name, *max, opts).await,
+        (Client::RwLock(rw), Take::Side(access)) => rw.lock(&a.name, *access, opts).await,
+        (Client::Semaphore(_) | Client::RwLock(_), _) => Err(LockError::invalid_config(
+            "internal: the client does not match what exec holds",
+        )),
     }
 }
 
@@ -446,7 +489,7 @@ pub async fn run(a: ExecArgs) -> i32 {
         }
     };
     let acquired = tokio::select! {
-        acquired = take(&*lock, &a, &opts) => Ok(acquired),
+        acquired = take(&lock, &a, &opts) => Ok(acquired),
         sig = signals.recv() => Err(sig),
     };
     let guard = match acquired {
@@ -510,7 +553,7 @@ async fn run_locked(
         .env("DISTLOCK_FENCING_TOKEN", guard.fencing_token().to_string())
         .env("DISTLOCK_NAME", &a.name)
         .process_group(0);
-    if let Some(id) = &a.identity {
+    if let Take::Lead(id) = &a.take {
         cmd.env("DISTLOCK_IDENTITY", id);
     }
     protect_child(&mut cmd, Arc::clone(&watchdog.pipe));

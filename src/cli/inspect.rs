@@ -1,4 +1,5 @@
-//! `distlock inspect`: who holds a lock, as text or JSON.
+//! `distlock inspect`: who holds a lock (a semaphore's permits, a read-write lock's sides), as
+//! text or JSON.
 
 use std::sync::Arc;
 
@@ -23,8 +24,86 @@ where
     })
 }
 
+/// Which primitive `inspect` shows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum What {
+    /// The mutex.
+    Lock,
+    /// The semaphore of that name.
+    Semaphore,
+    /// The read-write lock of that name.
+    RwLock,
+}
+
+/// Prints a report, or the error; returns the exit code.
+fn report(
+    name: &str,
+    got: Result<(String, serde_json::Value, String), LockError>,
+    json: bool,
+) -> i32 {
+    match got {
+        Ok((backend, v, text)) => {
+            if json {
+                let mut v = v;
+                v["name"] = name.into();
+                v["backend"] = backend.into();
+                println!("{v}");
+            } else {
+                println!("{name} on {backend}: {text}");
+            }
+            0
+        }
+        Err(e) => {
+            eprintln!("distlock: {e}");
+            exit::for_error(&e)
+        }
+    }
+}
+
 /// Runs `inspect`; returns the process exit code.
-pub async fn run(url: &str, name: &str, json: bool) -> i32 {
+pub async fn run(url: &str, name: &str, what: What, json: bool) -> i32 {
+    match what {
+        What::Lock => lock(url, name, json).await,
+        What::Semaphore => {
+            let got = async {
+                let s = distlock::connect_semaphore(url).await?;
+                let i = s.inspect(name).await?;
+                let v = serde_json::json!({
+                    "max_count": i.max_count, "holders": i.holders, "waiters": i.waiters,
+                });
+                let text = match i.max_count {
+                    Some(m) => format!("{} of {m} permits held, {} waiting", i.holders, i.waiters),
+                    None => "free (no holders, no waiters)".to_owned(),
+                };
+                Ok((s.backend_name().to_owned(), v, text))
+            };
+            report(name, got.await, json)
+        }
+        What::RwLock => {
+            let got = async {
+                let rw = distlock::connect_rwlock(url).await?;
+                let i = rw.inspect(name).await?;
+                let v = serde_json::json!({
+                    "readers": i.readers, "writer": i.writer, "waiters": i.waiters,
+                });
+                let holds = if i.writer {
+                    "held by a writer".to_owned()
+                } else {
+                    format!("{} readers", i.readers)
+                };
+                Ok((
+                    rw.backend_name().to_owned(),
+                    v,
+                    format!("{holds}, {} waiting", i.waiters),
+                ))
+            };
+            report(name, got.await, json)
+        }
+    }
+}
+
+/// `inspect` of a mutex.
+async fn lock(url: &str, name: &str, json: bool) -> i32 {
     let (lock, info) = match connect_and(url, |lock| async move { lock.inspect(name).await }).await
     {
         Ok(v) => v,

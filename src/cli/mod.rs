@@ -31,10 +31,12 @@ pub struct Cli {
 /// Sub-commands.
 #[derive(Subcommand, Debug)]
 pub enum Cmd {
-    /// Run CMD while holding the lock NAME (like flock(1), across machines). CMD sees
-    /// DISTLOCK_FENCING_TOKEN and DISTLOCK_NAME and runs in its own process group:
-    /// SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1 and SIGUSR2 are forwarded to the whole group,
-    /// and the group is terminated when the lock is lost or distlock dies.
+    /// Run CMD while holding the lock NAME (like flock(1), across machines) — or one of N
+    /// permits of the semaphore NAME (--max N), or the read-write lock NAME for reading
+    /// (--read) or writing (--write). CMD sees DISTLOCK_FENCING_TOKEN and DISTLOCK_NAME and
+    /// runs in its own process group: SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1 and SIGUSR2
+    /// are forwarded to the whole group, and the group is terminated when the lock (permit,
+    /// side) is lost or distlock dies.
     #[command(after_help = exit::HELP)]
     Exec {
         /// Lock URL (e.g. sqlite://./distlock.db, redis://host:6379, postgres://…).
@@ -43,6 +45,16 @@ pub enum Cmd {
         /// Lock name.
         #[arg(long)]
         name: String,
+        /// Hold one of MAX permits of the semaphore NAME instead of the lock (every caller of
+        /// NAME must pass the same MAX; exit 64 if NAME is in use with another).
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=i64::from(distlock::MAX_PERMITS)), conflicts_with_all = ["read", "write"])]
+        max: Option<u32>,
+        /// Hold the read-write lock NAME for reading (shared with other readers).
+        #[arg(long, conflicts_with = "write")]
+        read: bool,
+        /// Hold the read-write lock NAME for writing (alone).
+        #[arg(long)]
+        write: bool,
         /// When to give up, the lease, and CMD.
         #[command(flatten)]
         run: RunArgs,
@@ -80,7 +92,7 @@ pub enum Cmd {
         #[arg(long)]
         json: bool,
     },
-    /// Show who holds the lock NAME.
+    /// Show who holds the lock NAME (or the semaphore or read-write lock NAME).
     Inspect {
         /// Lock URL.
         #[arg(long, env = "DISTLOCK_URL")]
@@ -88,6 +100,12 @@ pub enum Cmd {
         /// Lock name.
         #[arg(long)]
         name: String,
+        /// Show the semaphore NAME: its count, permits held and waiters.
+        #[arg(long, conflicts_with = "rwlock")]
+        semaphore: bool,
+        /// Show the read-write lock NAME: readers, writer and waiters.
+        #[arg(long)]
+        rwlock: bool,
         /// Print JSON.
         #[arg(long)]
         json: bool,
