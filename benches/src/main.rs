@@ -36,7 +36,7 @@ struct Args {
     #[arg(long = "url")]
     urls: Vec<String>,
     /// Scenarios to run (repeatable): uncontended, contended, contended-procs, failover,
-    /// scaling. Default: all.
+    /// scaling, semaphore, rwlock (these two run together). Default: all.
     #[arg(long = "scenario")]
     scenarios: Vec<String>,
     /// Workers in the contended scenarios (tasks in one process; processes).
@@ -97,7 +97,37 @@ async fn clients(url: &str, n: usize) -> Result<Vec<Arc<dyn DistributedLock>>, S
     Ok(v)
 }
 
+/// `n` clients from `connect`, or `None` where the store does not offer the primitive.
+async fn offered<T: ?Sized, F, Fut>(n: usize, connect: F) -> Result<Option<Vec<Arc<T>>>, String>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<Arc<T>, lock_core::LockError>>,
+{
+    let mut v = Vec::with_capacity(n);
+    for _ in 0..n {
+        match connect().await {
+            Ok(c) => v.push(c),
+            Err(
+                lock_core::LockError::Unsupported { .. } | lock_core::LockError::InvalidConfig(_),
+            ) => return Ok(None),
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    Ok(Some(v))
+}
+
+/// The row saying a scenario was skipped because the store does not offer its primitive.
+fn not_offered(label: &str, scenario: &str) -> ResultRow {
+    ResultRow {
+        backend: label.to_owned(),
+        scenario: format!("skipped {scenario}"),
+        note: format!("this store does not offer a {scenario} (see the README's table)"),
+        ..Default::default()
+    }
+}
+
 struct Plan {
+    permits: bool,
     uncontended: bool,
     contended: bool,
     contended_procs: bool,
@@ -166,6 +196,20 @@ async fn run_target(
     if plan.failover {
         bar.set_message(format!("{label}: failover"));
         rows.push(scenarios::failover::run(&label, url, &*lock).await?);
+        bar.inc(1);
+    }
+    if plan.permits {
+        bar.set_message(format!("{label}: semaphore and rwlock (16 workers)"));
+        rows.push(
+            match offered(16, || distlock::connect_semaphore(url)).await? {
+                Some(c) => scenarios::permits::semaphore(&label, c, 4, d).await?,
+                None => not_offered(&label, "semaphore"),
+            },
+        );
+        rows.push(match offered(16, || distlock::connect_rwlock(url)).await? {
+            Some(c) => scenarios::permits::rwlock(&label, c, d).await?,
+            None => not_offered(&label, "rwlock"),
+        });
         bar.inc(1);
     }
     if plan.scaling {
@@ -260,6 +304,7 @@ async fn main() {
     }
     let want = |s: &str| args.scenarios.is_empty() || args.scenarios.iter().any(|x| x == s);
     let plan = Plan {
+        permits: want("semaphore") || want("rwlock"),
         uncontended: want("uncontended"),
         contended: want("contended"),
         contended_procs: want("contended-procs"),
@@ -267,6 +312,7 @@ async fn main() {
         scaling: want("scaling"),
     };
     let steps = [
+        plan.permits,
         plan.uncontended,
         plan.contended,
         plan.contended_procs,

@@ -127,6 +127,7 @@ pub fn markdown(h: &Header, rows: &[ResultRow]) -> String {
         "contended-procs",
         "Contended across processes (one client per process, one name)",
     );
+    permits_table(&mut s, rows);
     let _ = writeln!(s, "\n## Failover (holder process killed with SIGKILL)\n");
     let _ = writeln!(
         s,
@@ -185,6 +186,36 @@ pub fn write(dir: &Path, h: &Header, rows: &[ResultRow]) -> std::io::Result<()> 
     std::fs::write(dir.join("report.md"), markdown(h, rows))?;
     let json = serde_json::to_string_pretty(rows).map_err(std::io::Error::other)?;
     std::fs::write(dir.join("results.json"), json)
+}
+
+/// The semaphore and read-write lock rows, if any ran.
+fn permits_table(s: &mut String, rows: &[ResultRow]) {
+    let ran = |r: &&ResultRow| r.scenario == "semaphore" || r.scenario == "rwlock";
+    if !rows.iter().any(|r| ran(&r)) {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "\n## Semaphore (16 workers, 4 permits) and read-write lock (16 workers, 90% reads)\n"
+    );
+    let _ = writeln!(s, "| backend | scenario | grants/s | wait p50 µs | wait p99 µs | peak concurrent holders | Jain | violations |");
+    let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|---:|");
+    for r in rows.iter().filter(ran) {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} | {} |",
+            r.backend,
+            r.scenario,
+            f(r.ops_per_sec),
+            f(r.p50_us),
+            f(r.p99_us),
+            r.param.map(|v| v.to_string()).unwrap_or_else(|| "–".into()),
+            r.jain_index
+                .map(|v| format!("{v:.2}"))
+                .unwrap_or_else(|| "–".into()),
+            r.violations
+        );
+    }
 }
 
 /// The table of one contended scenario.

@@ -65,3 +65,57 @@ fn quick_run_on_sqlite_writes_the_report() {
     assert!(md.contains("Contended across processes"), "{md}");
     assert!(out.join("latency.svg").exists());
 }
+
+/// The semaphore and read-write lock scenarios on the real single Redis (`scripts/services.sh
+/// up`): both rows are written, the semaphore never had more than its 4 permits out and used
+/// all 4, readers shared, and no violation was seen; SQLite, which offers neither, gets a
+/// "skipped" row instead of a number.
+#[test]
+fn quick_semaphore_and_rwlock_rows_keep_their_bounds() {
+    let out = std::env::temp_dir().join(format!("distlock-bench-permits-{}", std::process::id()));
+    let redis = std::env::var("DISTLOCK_TEST_REDIS_URL")
+        .unwrap_or_else(|_| "redis://127.0.0.1:16379".into());
+    let sqlite = format!("sqlite://{}/bench.db", out.display());
+    std::fs::create_dir_all(&out).expect("a temporary directory");
+    let status = Command::new(env!("CARGO_BIN_EXE_benches"))
+        .args([
+            "--quick",
+            "--scenario",
+            "semaphore",
+            "--url",
+            &redis,
+            "--url",
+            &sqlite,
+            "--out",
+        ])
+        .arg(&out)
+        .status()
+        .expect("run the benchmark binary");
+    assert!(status.success(), "benchmark exited with {status}");
+    let json: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out.join("results.json")).expect("results.json"),
+    )
+    .expect("valid JSON");
+    let rows = json.as_array().expect("an array of results");
+    let row = |backend: &str, scenario: &str| {
+        rows.iter()
+            .find(|r| r["backend"] == backend && r["scenario"] == scenario)
+            .unwrap_or_else(|| panic!("no {backend} {scenario} row in {json}"))
+    };
+    let sem = row("redis", "semaphore");
+    assert_eq!(
+        sem["param"], 4,
+        "peak concurrent holders of 4 permits: {sem}"
+    );
+    let rw = row("redis", "rwlock");
+    assert!(
+        rw["param"].as_u64().unwrap_or(0) >= 2,
+        "readers never shared: {rw}"
+    );
+    for r in [sem, rw] {
+        assert_eq!(r["violations"], 0, "{r}");
+        assert!(r["ops_per_sec"].as_f64().unwrap_or(0.0) > 0.0, "{r}");
+    }
+    row("sqlite-row", "skipped semaphore");
+    row("sqlite-row", "skipped rwlock");
+}

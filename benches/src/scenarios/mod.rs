@@ -3,6 +3,7 @@
 pub mod contended;
 pub mod contended_procs;
 pub mod failover;
+pub mod permits;
 pub mod scaling;
 pub mod uncontended;
 
