@@ -20,5 +20,6 @@ for ((i = 0; i < ${#args[@]}; i++)); do
 done
 export DISTLOCK_SERVICES_SET=$set_name
 scripts/services.sh up >/dev/null
-cargo build --release -q -p lock-chaos
+# services.sh up installed protoc, which the etcd targets' client needs.
+cargo build --release -q -p lock-chaos --features etcd
 exec target/release/lock-chaos --out target/chaos-report "$@"

@@ -84,9 +84,10 @@ pub fn all(sqlite_dir: &str) -> Vec<Target> {
     all_in(sqlite_dir, ServiceSet::Shared)
 }
 
-/// Every backend of `set` (plus SQLite in `dir`), the ensemble in namespaces excepted.
+/// Every backend of `set` (plus SQLite in `dir`), the ensemble in namespaces excepted; etcd
+/// only when built with the `etcd` feature.
 pub fn all_in(sqlite_dir: &str, set: ServiceSet) -> Vec<Target> {
-    vec![
+    let mut all = vec![
         Target {
             label: "sqlite-row",
             template: format!("sqlite://{sqlite_dir}/chaos.db"),
@@ -152,6 +153,29 @@ pub fn all_in(sqlite_dir: &str, set: ServiceSet) -> Vec<Target> {
             template: "zk://{hosts}?session_timeout=2s".into(),
             hosts: local(set, &[12281, 12282, 12283]),
             lease: false,
+        },
+    ];
+    if cfg!(feature = "etcd") {
+        all.extend(etcd(set));
+    }
+    all
+}
+
+/// The single etcd member and the 3-member cluster of `set` (leases: a holder cut off loses
+/// its lock when its lease runs out unrenewed).
+pub fn etcd(set: ServiceSet) -> [Target; 2] {
+    [
+        Target {
+            label: "etcd",
+            template: "etcd://{hosts}".into(),
+            hosts: local(set, &[12379]),
+            lease: true,
+        },
+        Target {
+            label: "etcd-cluster",
+            template: "etcd://{hosts}".into(),
+            hosts: local(set, &[12479, 12489, 12499]),
+            lease: true,
         },
     ]
 }

@@ -200,11 +200,19 @@ async fn main() {
                 "database restarted",
             );
         }
-        if ["redis", "redlock", "zookeeper-ensemble"].contains(&t.label) {
+        if [
+            "redis",
+            "redlock",
+            "zookeeper-ensemble",
+            "etcd",
+            "etcd-cluster",
+        ]
+        .contains(&t.label)
+        {
             push(store_faults::store_paused(t, pg).await, "store paused");
         }
-        if t.label == "zookeeper-ensemble" {
-            push(store_faults::zk_leader_killed(t, pg).await, "leader killed");
+        if ["zookeeper-ensemble", "etcd-cluster"].contains(&t.label) {
+            push(store_faults::leader_killed(t, pg).await, "leader killed");
         }
         if t.label == "redlock" {
             push(

@@ -130,6 +130,19 @@ impl ServiceSet {
             .ok_or_else(|| self.up_hint("no ensemble leader"))
     }
 
+    /// The client port of this set's etcd cluster leader (from `services.sh status`).
+    ///
+    /// # Errors
+    /// No member says it leads (electing, or the cluster is down).
+    pub fn etcd_leader(self) -> Result<u16, String> {
+        self.run(&["status", "etcd-cluster"])?
+            .lines()
+            .find(|l| l.contains("(leader)"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|p| p.parse().ok())
+            .ok_or_else(|| self.up_hint("no etcd cluster leader"))
+    }
+
     /// `what`, and how to bring this set up.
     pub fn up_hint(self, what: &str) -> String {
         match self {

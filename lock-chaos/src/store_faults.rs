@@ -112,19 +112,29 @@ where
     })
 }
 
-/// ZooKeeper: the ensemble leader is SIGKILLed while two clients take turns, and restarted
-/// 4 s later. No overlap; holders whose session could not be confirmed report `lost()`.
-pub async fn zk_leader_killed(t: &Target, pg: &str) -> Result<Outcome, String> {
+/// The ZooKeeper ensemble's or the etcd cluster's leader is SIGKILLed while two clients take
+/// turns, and restarted 4 s later. No overlap; ZooKeeper holders whose session could not be
+/// confirmed, and etcd holders whose lease could not be renewed, report `lost()`.
+pub async fn leader_killed(t: &Target, pg: &str) -> Result<Outcome, String> {
+    let etcd = t.label == "etcd-cluster";
     let url = t.url().replace("session_timeout=2s", "session_timeout=8s");
     contend_through(
         t,
         &url,
         pg,
-        "leader killed (3-node ensemble)",
+        if etcd {
+            "leader killed (3-member cluster)"
+        } else {
+            "leader killed (3-node ensemble)"
+        },
         Duration::from_secs(9),
-        || async {
-            let leader = zk_leader()?;
-            let member = format!("zk-{leader}");
+        || async move {
+            let member = if etcd {
+                format!("etcd-{}", ServiceSet::from_env()?.etcd_leader()?)
+            } else {
+                format!("zk-{}", zk_leader()?)
+            };
+            let leader = member.clone();
             let restart = Restart::new(ServiceSet::from_env()?, &member);
             services(&["stop-one", &member])?;
             tokio::time::sleep(Duration::from_secs(4)).await;
@@ -384,6 +394,11 @@ pub async fn store_paused(t: &Target, pg: &str) -> Result<Outcome, String> {
         "zookeeper-ensemble" => (
             format!("zk-{}", zk_leader()?),
             t.url().replace("session_timeout=2s", "session_timeout=8s"),
+        ),
+        "etcd" => (format!("etcd-{}", t.port(0).unwrap_or_default()), t.url()),
+        "etcd-cluster" => (
+            format!("etcd-{}", ServiceSet::from_env()?.etcd_leader()?),
+            t.url(),
         ),
         other => return Err(format!("no store pause scenario for {other}")),
     };

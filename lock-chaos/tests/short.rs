@@ -76,7 +76,7 @@ async fn short_chaos_run() {
     // Store faults: ZooKeeper and Redlock claim no overlap through them; a connection-bound
     // SQL lock ends at a server-side kill before its holder can know (fencing must hold).
     check(
-        &store_faults::zk_leader_killed(&target("zookeeper-ensemble", &dir), PG)
+        &store_faults::leader_killed(&target("zookeeper-ensemble", &dir), PG)
             .await
             .unwrap(),
         true,

@@ -136,6 +136,11 @@ impl Store {
                 t.hosts.iter().map(|h| format!("zk-{}", h.port())).collect()
             }
             "zookeeper-netns" => (1..=t.hosts.len()).map(|n| format!("zkns-{n}")).collect(),
+            "etcd" | "etcd-cluster" => t
+                .hosts
+                .iter()
+                .map(|h| format!("etcd-{}", h.port()))
+                .collect(),
             l if l.starts_with("postgres") => vec!["postgres".to_owned()],
             l if l.starts_with("mysql") => vec!["mysql".to_owned()],
             _ => Vec::new(),
@@ -177,8 +182,8 @@ impl Store {
             Member::Only => 0,
             Member::Index(i) => i,
             Member::Leader => {
-                let (set, netns) = (self.set, self.target.label == "zookeeper-netns");
-                return tokio::task::spawn_blocking(move || leader(set, netns))
+                let (set, label) = (self.set, self.target.label);
+                return tokio::task::spawn_blocking(move || leader(set, label))
                     .await
                     .map_err(|e| e.to_string())?;
             }
@@ -360,9 +365,16 @@ impl Store {
     }
 }
 
-/// The ensemble's leader now, as `(instance name, shown)`; `skipped` while it elects.
-fn leader(set: ServiceSet, netns: bool) -> Result<(String, String), String> {
-    if netns {
+/// The ensemble's (or etcd cluster's) leader now, as `(instance name, shown)`; `skipped` while
+/// it elects.
+fn leader(set: ServiceSet, label: &str) -> Result<(String, String), String> {
+    if label == "etcd-cluster" {
+        let port = set
+            .etcd_leader()
+            .map_err(|e| format!("skipped: {e} (electing)"))?;
+        return Ok((format!("etcd-{port}"), format!("etcd-{port} (leader)")));
+    }
+    if label == "zookeeper-netns" {
         let (n, _, _) = netns_members(set)
             .map_err(not_answering)?
             .into_iter()

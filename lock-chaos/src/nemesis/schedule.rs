@@ -254,6 +254,16 @@ pub fn profile(label: &str, networked: bool, processes: bool, store_faults: bool
             p.kinds.extend([Kind::StorePause, Kind::StoreRestart]);
             p.restart_ms = 6000;
         }
+        "etcd" => {
+            p.kinds.extend([Kind::StorePause, Kind::StoreRestart]);
+            p.restart_ms = 3000;
+        }
+        "etcd-cluster" => {
+            p.kinds.extend([Kind::StorePause, Kind::StoreRestart]);
+            p.members = 3;
+            p.leader = true;
+            p.restart_ms = 3000;
+        }
         "zookeeper-ensemble" | "zookeeper-netns" => {
             p.kinds.extend([Kind::StorePause, Kind::StoreRestart]);
             if label == "zookeeper-netns" {
