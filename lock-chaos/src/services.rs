@@ -122,12 +122,17 @@ impl ServiceSet {
     /// # Errors
     /// No leader (the ensemble is down or electing).
     pub fn zk_leader(self) -> Result<u16, String> {
-        self.run(&["status", "zk-ensemble"])?
+        self.leader_of("zk-ensemble")
+    }
+
+    /// The port `services.sh status SERVICE` marks `(leader)`.
+    fn leader_of(self, service: &str) -> Result<u16, String> {
+        self.run(&["status", service])?
             .lines()
             .find(|l| l.contains("(leader)"))
             .and_then(|l| l.split_whitespace().nth(1))
             .and_then(|p| p.parse().ok())
-            .ok_or_else(|| self.up_hint("no ensemble leader"))
+            .ok_or_else(|| self.up_hint(&format!("no {service} leader")))
     }
 
     /// The client port of this set's etcd cluster leader (from `services.sh status`).
@@ -135,12 +140,7 @@ impl ServiceSet {
     /// # Errors
     /// No member says it leads (electing, or the cluster is down).
     pub fn etcd_leader(self) -> Result<u16, String> {
-        self.run(&["status", "etcd-cluster"])?
-            .lines()
-            .find(|l| l.contains("(leader)"))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|p| p.parse().ok())
-            .ok_or_else(|| self.up_hint("no etcd cluster leader"))
+        self.leader_of("etcd-cluster")
     }
 
     /// `what`, and how to bring this set up.
