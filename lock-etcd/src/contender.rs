@@ -30,6 +30,9 @@ use crate::error::{lease_gone, map};
 use crate::key::LockKeys;
 use crate::members::Members;
 
+/// The pause between revoke attempts while the cluster cannot answer.
+const REVOKE_RETRY: Duration = Duration::from_millis(200);
+
 /// etcd leases are whole seconds: `ttl` rounded up, at least 1 s. The server may grant more
 /// (its minimum is 1.5 election timeouts); the granted TTL is what counts.
 pub(crate) fn lease_secs(ttl: Duration) -> i64 {
@@ -103,17 +106,27 @@ impl Contender {
         CleanupOnDrop::new(move || Box::pin(async move { me.revoke().await }))
     }
 
-    /// Revokes the lease, which deletes our key; a lease already gone is fine. Best effort:
-    /// if the cluster cannot be reached, the lease runs out on its own.
+    /// Revokes the lease, which deletes our key; a lease already gone is fine. Persistent: a
+    /// cluster that cannot answer (unreachable, or electing a leader) is asked again every
+    /// 200 ms for up to twice the lease, because a new leader extends every lease to its full
+    /// TTL — a revoke given up during an election would block the name for a whole lease
+    /// after the cluster is back. If it still cannot be reached, the lease runs out on its own.
     pub async fn revoke(&self) {
         let lease = self.lease;
-        let revoked = self
-            .members
-            .run(|c| async move { c.lease_client().revoke(lease).await })
-            .await;
-        if let Err(e) = revoked {
-            if !lease_gone(&e) {
-                tracing::debug!(backend = %self.label, name = %self.name, lease = %format!("{:x}", self.lease), error = %e, "revoking the lease failed; it runs out on its own");
+        let until = Instant::now() + self.granted * 2;
+        loop {
+            let revoked = self
+                .members
+                .run(|c| async move { c.lease_client().revoke(lease).await })
+                .await;
+            match revoked {
+                Ok(_) => return,
+                Err(e) if lease_gone(&e) => return,
+                Err(e) if Instant::now() >= until => {
+                    tracing::debug!(backend = %self.label, name = %self.name, lease = %format!("{:x}", self.lease), error = %e, "revoking the lease failed; it runs out on its own");
+                    return;
+                }
+                Err(_) => tokio::time::sleep(REVOKE_RETRY).await,
             }
         }
     }

@@ -70,15 +70,24 @@ impl Lease for EtcdLease {
                 me.rev,
             )])
             .and_then([TxnOp::delete(me.key.clone(), None)]);
-        let deleted = me
+        let deleted = match me
             .members
             .run(|c| {
                 let txn = txn.clone();
                 async move { c.kv_client().txn(txn).await }
             })
             .await
-            .map_err(|e| map(e, &me.label, Some(&me.name)))?
-            .succeeded();
+        {
+            Ok(reply) => reply.succeeded(),
+            Err(e) => {
+                // No member could answer (unreachable, or electing): keep revoking in the
+                // background, so the lock frees as soon as the cluster has a leader again
+                // rather than a whole (re-extended) lease later.
+                let lease = Arc::clone(me);
+                tokio::spawn(async move { lease.revoke().await });
+                return Err(map(e, &me.label, Some(&me.name)));
+            }
+        };
         // The delete freed the lock (the next waiter is already woken); the lease has no key
         // left to keep, so its revoke need not hold up the caller.
         let lease = Arc::clone(me);

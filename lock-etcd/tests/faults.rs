@@ -211,3 +211,47 @@ async fn partitioned_holder_is_lost_before_anyone_else_holds() {
     g2.release().await.unwrap();
     drop(g);
 }
+
+/// A release that finds the cluster without a leader (the leader and a follower killed, so the
+/// last member refuses every request) fails, and the lock frees as soon as the cluster has a
+/// leader again — not a whole lease later (a new leader extends every lease to its full TTL, so
+/// a key whose release never arrived would block the name for that long).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_during_a_quorum_loss_frees_the_lock_once_a_leader_is_back() {
+    let mut cluster = OwnCluster::start(12609).await;
+    let url = format!("{}?timeout=1s", cluster.url());
+    let (a, b) = (
+        connect_or_explain(&url).await,
+        connect_or_explain(&url).await,
+    );
+    let name = unique("quorum");
+    let ttl = Duration::from_secs(10);
+    let g = a
+        .acquire(&name, &AcquireOptions::new().ttl(ttl))
+        .await
+        .unwrap();
+    let leader = cluster.leader().await;
+    let follower = (leader + 1) % 3;
+    cluster.kill(leader);
+    cluster.kill(follower);
+    let released = g.release().await;
+    assert!(
+        released.is_err(),
+        "a release without a leader answered {released:?}"
+    );
+    cluster.restart(follower).await;
+    let back = tokio::time::Instant::now();
+    let g2 = b
+        .acquire(
+            &name,
+            &AcquireOptions::new().ttl(ttl).wait(Duration::from_secs(30)),
+        )
+        .await
+        .unwrap();
+    let after = back.elapsed();
+    assert!(
+        after < Duration::from_secs(4),
+        "the lock freed {after:?} after the quorum was back (the lease is {ttl:?})"
+    );
+    g2.release().await.unwrap();
+}
