@@ -220,15 +220,21 @@ mod tests {
 
     /// Where a store offers no semaphore or read-write lock, or cannot offer one safely in the
     /// URL's topology, the caller gets a typed error naming it, never a weaker version.
-    #[cfg(all(feature = "sqlite", feature = "redis"))]
+    #[cfg(all(feature = "postgres", feature = "redis"))]
     #[tokio::test]
     async fn semaphores_and_rwlocks_are_refused_with_a_typed_error_where_not_offered() {
-        let dir = std::env::temp_dir().join(format!("distlock-permits-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let sqlite = format!("sqlite://{}/p.db", dir.display());
-        let e = super::connect_semaphore(&sqlite).await.unwrap_err();
+        let pg = std::env::var("DISTLOCK_TEST_POSTGRES_URL")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:15432/distlock".into());
+        let for_update = format!("{pg}?mode=for_update");
+        let e = super::connect_semaphore(&for_update)
+            .await
+            .map(drop)
+            .unwrap_err();
         assert!(matches!(e, super::LockError::Unsupported { .. }), "{e}");
-        let e = super::connect_rwlock(&sqlite).await.unwrap_err();
+        let e = super::connect_rwlock(&for_update)
+            .await
+            .map(drop)
+            .unwrap_err();
         assert!(matches!(e, super::LockError::Unsupported { .. }), "{e}");
         let redlock = "redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3";
         for e in [
@@ -248,7 +254,6 @@ mod tests {
             .map(drop)
             .unwrap_err();
         assert!(matches!(e, super::LockError::InvalidConfig(_)), "{e}");
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// The URL's `wait` is the semaphore's and the read-write lock's default, as the mutex's.

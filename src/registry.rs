@@ -60,9 +60,27 @@ macro_rules! backend {
 /// Every backend distlock knows, compiled in or not.
 pub fn backends() -> Vec<Backend> {
     vec![
-        backend!("postgres", &["postgres", "postgresql"], lock_sql::connect),
-        backend!("mysql", &["mysql", "mariadb"], lock_sql::connect),
-        backend!("sqlite", &["sqlite"], lock_sql::connect),
+        backend!(
+            "postgres",
+            &["postgres", "postgresql"],
+            lock_sql::connect,
+            lock_sql::connect_semaphore,
+            lock_sql::connect_rwlock
+        ),
+        backend!(
+            "mysql",
+            &["mysql", "mariadb"],
+            lock_sql::connect,
+            lock_sql::connect_semaphore,
+            lock_sql::connect_rwlock
+        ),
+        backend!(
+            "sqlite",
+            &["sqlite"],
+            lock_sql::connect,
+            lock_sql::connect_semaphore,
+            lock_sql::connect_rwlock
+        ),
         backend!(
             "redis",
             &["redis", "redlock"],

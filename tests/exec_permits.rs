@@ -1,7 +1,8 @@
 //! `distlock exec --max N` (a semaphore permit) and `--read` / `--write` (a read-write lock
-//! side) run as processes against the real single Redis (`scripts/services.sh up`): at most N
-//! commands at once, a writer never beside anyone while readers share, a mismatched count and
-//! a store without the primitive refused with exit 64, and `inspect` reporting permits.
+//! side) run as processes against the real stores (`scripts/services.sh up`): at most N
+//! commands at once, a writer never beside anyone while readers share — on Redis and on SQLite
+//! row mode —, a mismatched count and a mode without the primitive refused with exit 64, and
+//! `inspect` reporting permits.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
@@ -61,14 +62,24 @@ fn events(marks: &Path) -> Vec<(u128, bool, String)> {
     ev
 }
 
+/// Redis, and SQLite row mode in `dir`.
+fn urls(dir: &Path) -> [String; 2] {
+    [redis_url(), format!("sqlite://{}/locks.db", dir.display())]
+}
+
 #[test]
 fn exec_max_runs_at_most_n_commands_at_once_and_uses_all_n() {
     let dir = support::tmp("exec-permits", "max");
-    let marks = dir.join("marks");
+    for url in urls(&dir) {
+        exec_max_on(&url, &dir);
+    }
+}
+
+fn exec_max_on(url: &str, dir: &Path) {
+    let marks = dir.join(format!("marks-{}", unique()));
     let name = format!("cli-max-{}", unique());
-    let url = redis_url();
     let children = (0..5)
-        .map(|i| start(&url, &name, &["--max", "2"], &marks, &i.to_string(), "0.4"))
+        .map(|i| start(url, &name, &["--max", "2"], &marks, &i.to_string(), "0.4"))
         .collect();
     finish(children);
     let (mut now, mut peak) = (0i32, 0i32);
@@ -76,22 +87,27 @@ fn exec_max_runs_at_most_n_commands_at_once_and_uses_all_n() {
         now += if enter { 1 } else { -1 };
         peak = peak.max(now);
     }
-    assert_eq!(peak, 2, "peak concurrent holders of 2 permits");
+    assert_eq!(peak, 2, "{url}: peak concurrent holders of 2 permits");
 }
 
 #[test]
 fn exec_write_is_alone_and_exec_read_shares() {
     let dir = support::tmp("exec-permits", "rw");
-    let marks = dir.join("marks");
+    for url in urls(&dir) {
+        exec_rw_on(&url, &dir);
+    }
+}
+
+fn exec_rw_on(url: &str, dir: &Path) {
+    let marks = dir.join(format!("marks-{}", unique()));
     let name = format!("cli-rw-{}", unique());
-    let url = redis_url();
     let mut children: Vec<Child> = (0..3)
-        .map(|i| start(&url, &name, &["--read"], &marks, &format!("r{i}"), "0.5"))
+        .map(|i| start(url, &name, &["--read"], &marks, &format!("r{i}"), "0.5"))
         .collect();
     std::thread::sleep(Duration::from_millis(150));
-    children.push(start(&url, &name, &["--write"], &marks, "w", "0.3"));
+    children.push(start(url, &name, &["--write"], &marks, "w", "0.3"));
     std::thread::sleep(Duration::from_millis(150));
-    children.push(start(&url, &name, &["--read"], &marks, "late", "0.2"));
+    children.push(start(url, &name, &["--read"], &marks, "late", "0.2"));
     finish(children);
     let (mut readers, mut writers, mut peak_readers) = (0i32, 0i32, 0i32);
     let ev = events(&marks);
@@ -104,11 +120,11 @@ fn exec_write_is_alone_and_exec_read_shares() {
         }
         assert!(
             writers == 0 || (writers == 1 && readers == 0),
-            "a writer beside another holder: {ev:?}"
+            "{url}: a writer beside another holder: {ev:?}"
         );
         peak_readers = peak_readers.max(readers);
     }
-    assert!(peak_readers >= 2, "readers never shared: {ev:?}");
+    assert!(peak_readers >= 2, "{url}: readers never shared: {ev:?}");
     // The late reader arrived while the writer waited: it runs after the writer.
     let at = |tag: &str, enter: bool| {
         ev.iter()
@@ -118,7 +134,7 @@ fn exec_write_is_alone_and_exec_read_shares() {
     };
     assert!(
         at("late", true) >= at("w", false),
-        "a reader overtook a waiting writer: {ev:?}"
+        "{url}: a reader overtook a waiting writer: {ev:?}"
     );
 }
 
@@ -161,14 +177,25 @@ fn a_mismatched_count_or_a_store_without_the_primitive_exits_64() {
         "{v}"
     );
     finish(vec![holder]);
-    let sqlite = format!("sqlite://{}/locks.db", dir.display());
+    let pg = std::env::var("DISTLOCK_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:15432/distlock".into());
+    let for_update = format!("{pg}?mode=for_update");
     for flag in ["--read", "--write"] {
         let out = bin()
-            .args(["exec", "--url", &sqlite, "--name", "x", flag, "--", "true"])
+            .args([
+                "exec",
+                "--url",
+                &for_update,
+                "--name",
+                "x",
+                flag,
+                "--",
+                "true",
+            ])
             .output()
             .unwrap();
         assert_eq!(out.status.code(), Some(64), "{flag}: {}", explain(&out));
-        assert!(String::from_utf8_lossy(&out.stderr).contains("not offered"));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("mode=row"));
     }
     let out = bin()
         .args([

@@ -134,6 +134,31 @@ impl fmt::Debug for LockGuard {
 }
 
 impl GuardParts {
+    /// The parts of a leased acquisition of `name` with `opts` (their `ttl` and `renew`),
+    /// whose winning request was sent at `acquired_at` and which the store vouches for
+    /// `validity` from then; a fresh lost signal.
+    pub fn leased(
+        name: &str,
+        backend: &str,
+        fencing_token: u64,
+        opts: &crate::AcquireOptions,
+        acquired_at: Instant,
+        validity: Duration,
+        lease: Arc<dyn Lease>,
+    ) -> Self {
+        GuardParts {
+            name: name.to_owned(),
+            backend: backend.to_owned(),
+            fencing_token,
+            ttl: opts.ttl,
+            renew: opts.renew,
+            acquired_at,
+            validity: Some(validity),
+            lease,
+            lost: LostSignal::new(),
+        }
+    }
+
     /// Builds the guard and starts its renewal task (needs a tokio runtime).
     pub fn into_guard(self) -> LockGuard {
         LockGuard::new(self)

@@ -205,10 +205,7 @@ async fn attempt(
                 match n.max {
                     Some(m) if m != max => {
                         drop(s);
-                        return Err(LockError::invalid_config(format!(
-                            "semaphore {name:?} is in use with max_count {m}; this call asked \
-                             for max_count {max} (every caller of a name must pass the same)"
-                        )));
+                        return Err(crate::semaphore::other_count(name, m, max));
                     }
                     _ => n.max = Some(max),
                 }

@@ -84,6 +84,15 @@ pub trait DistributedSemaphore: Send + Sync + Debug + 'static {
     async fn inspect(&self, name: &str) -> Result<SemaphoreInfo, LockError>;
 }
 
+/// The error for a semaphore call whose `max_count` (`asked`) differs from the count the name
+/// is in use with (`in_use`): [`LockError::InvalidConfig`] naming both.
+pub fn other_count(name: &str, in_use: impl std::fmt::Display, asked: u32) -> LockError {
+    LockError::invalid_config(format!(
+        "semaphore {name:?} is in use with max_count {in_use}; this call asked for max_count \
+         {asked} (every caller of a name must pass the same)"
+    ))
+}
+
 /// Checks what every semaphore call must pass before the store sees it.
 pub(crate) fn checked(name: &str, max_count: u32, opts: &AcquireOptions) -> Result<(), LockError> {
     attempt::checked(name, opts)?;

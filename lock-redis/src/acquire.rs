@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use futures::future::join_all;
 use lock_core::backend::wait::random_up_to;
-use lock_core::backend::{CleanupOnDrop, Deadline, GuardParts, LostSignal};
+use lock_core::backend::{CleanupOnDrop, Deadline, GuardParts};
 use lock_core::{AcquireOptions, LockError, LockGuard};
 use redis::RedisResult;
 use tokio::time::Instant;
@@ -163,19 +163,11 @@ pub(crate) async fn acquire<R: Rounds>(
                     label: rounds.label().to_owned(),
                     per_node_timeout: rounds.per_node_timeout(opts.ttl),
                 };
-                let started = GuardParts {
-                    name: name.to_owned(),
-                    backend: rounds.label().to_owned(),
-                    fencing_token: fence,
-                    ttl: opts.ttl,
-                    renew: opts.renew,
-                    acquired_at: started,
-                    validity: Some(validity),
-                    lease: Arc::new(lease),
-                    lost: LostSignal::new(),
-                }
-                .start()
-                .await;
+                let (label, lease) = (rounds.label(), Arc::new(lease));
+                let started =
+                    GuardParts::leased(name, label, fence, opts, started, validity, lease)
+                        .start()
+                        .await;
                 match started {
                     Ok(g) => {
                         armed.disarm();

@@ -96,7 +96,7 @@ impl SqlClient {
     /// Creates the tables (and counter) that are missing. Safe when many processes start at
     /// once: PostgreSQL serializes creators with a transaction-scoped advisory lock; "already
     /// exists" races are tolerated everywhere. Bounded: 10 attempts, 20–200 ms apart.
-    async fn create_schema(&self, sql: &ClientStatements) -> Result<(), LockError> {
+    pub(crate) async fn create_schema(&self, sql: &ClientStatements) -> Result<(), LockError> {
         for attempt in 0..10u32 {
             match self.try_create_schema(sql).await {
                 Ok(()) => return Ok(()),

@@ -108,9 +108,11 @@ mod held;
 mod holders;
 mod lock;
 mod notify;
+mod permits;
 mod row;
 mod statements;
 mod token;
 
 pub use config::{Dialect, Mode, SqlConfig};
 pub use lock::{connect, SqlLock};
+pub use permits::{connect_rwlock, connect_semaphore};

@@ -16,6 +16,7 @@ use crate::config::{Mode, SqlConfig};
 use crate::for_update::ForUpdateLock;
 use crate::holders::HolderStatements;
 use crate::row::RowLock;
+use crate::statements::PermitStatements;
 
 /// A distributed lock on one SQL database: one client with its own connection pool, in the
 /// mode its [`SqlConfig`] names (row, for_update or advisory; the crate docs say what each guarantees).
@@ -27,6 +28,8 @@ pub struct SqlLock {
     mode: Box<dyn LockBackend>,
     /// Holder identities: row mode only (see `holders.rs`).
     holders: Option<HolderStatements>,
+    /// The semaphore and read-write lock statements, once their tables exist (`permits/`).
+    permits: tokio::sync::OnceCell<Arc<PermitStatements>>,
 }
 
 impl fmt::Debug for SqlLock {
@@ -60,12 +63,23 @@ impl SqlLock {
             client,
             mode,
             holders,
+            permits: tokio::sync::OnceCell::new(),
         })
     }
 
     /// The configuration in use (its `Debug` never shows the password).
     pub fn config(&self) -> &SqlConfig {
         &self.client.cfg
+    }
+
+    /// The connected client.
+    pub(crate) fn client(&self) -> &Arc<SqlClient> {
+        &self.client
+    }
+
+    /// Where the semaphore and read-write lock statements are kept once set up.
+    pub(crate) fn permit_cell(&self) -> &tokio::sync::OnceCell<Arc<PermitStatements>> {
+        &self.permits
     }
 
     /// The connection pool the locks use (for operators and tests). Statements run on it do

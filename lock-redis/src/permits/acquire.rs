@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lock_core::backend::wait::random_up_to;
-use lock_core::backend::{CleanupOnDrop, Deadline, GuardParts, LostSignal};
+use lock_core::backend::{CleanupOnDrop, Deadline, GuardParts};
 use lock_core::{AcquireOptions, LockError, LockGuard};
 use tokio::time::Instant;
 
@@ -82,19 +82,11 @@ pub(crate) async fn acquire(
                     label: req.label.to_owned(),
                     timeout: req.timeout,
                 };
-                let started = GuardParts {
-                    name: req.name.to_owned(),
-                    backend: req.label.to_owned(),
-                    fencing_token: token,
-                    ttl: opts.ttl,
-                    renew: opts.renew,
-                    acquired_at: started,
-                    validity: Some(opts.ttl),
-                    lease: Arc::new(lease),
-                    lost: LostSignal::new(),
-                }
-                .start()
-                .await;
+                let (name, label, lease) = (req.name, req.label, Arc::new(lease));
+                let started =
+                    GuardParts::leased(name, label, token, opts, started, opts.ttl, lease)
+                        .start()
+                        .await;
                 match started {
                     Ok(g) => {
                         armed.disarm();
@@ -110,12 +102,11 @@ pub(crate) async fn acquire(
             }
             Granted::OtherCount(have) => {
                 armed.run_now().await;
-                return Err(LockError::invalid_config(format!(
-                    "semaphore {:?} is in use with max_count {have}; this call asked for \
-                     max_count {} (every caller of a name must pass the same)",
+                return Err(lock_core::semaphore::other_count(
                     req.name,
-                    req.max.unwrap_or(0)
-                )));
+                    have,
+                    req.max.unwrap_or(0),
+                ));
             }
             Granted::Foreign(f) => {
                 armed.run_now().await;

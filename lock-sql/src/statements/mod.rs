@@ -12,10 +12,12 @@
 //! between drawing and inserting).
 
 mod mysql;
+mod permits;
 mod postgres;
 mod sets;
 mod sqlite;
 
+pub(crate) use permits::{permits, PermitStatements};
 pub(crate) use sets::{
     AdvisoryStatements, ClientStatements, ForUpdateStatements, RowStatements, TokenDraw,
 };

@@ -13,7 +13,7 @@ use super::sets::{
 use crate::config::Mode;
 
 /// Epoch milliseconds by the database clock.
-const NOW_MS: &str = "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)";
+pub(super) const NOW_MS: &str = "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)";
 
 /// Run on every new connection: no gap locks, so a lock on one missing name never blocks
 /// another name.

@@ -8,7 +8,7 @@ use super::sets::{
 use crate::config::Mode;
 
 /// Epoch milliseconds by the database clock (`clock_timestamp`, not the transaction start).
-const NOW_MS: &str = "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT";
+pub(super) const NOW_MS: &str = "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT";
 
 /// Serializes concurrent schema creators (transaction-scoped advisory lock).
 const SCHEMA_LOCK: &str = "SELECT pg_advisory_xact_lock(7261982733)";

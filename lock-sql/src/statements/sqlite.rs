@@ -4,7 +4,7 @@
 use super::sets::{ClientStatements, Ddl, RowStatements};
 
 /// Epoch milliseconds by the database clock.
-const NOW_MS: &str = "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)";
+pub(super) const NOW_MS: &str = "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)";
 
 /// Run on every new connection. WAL lets readers and one writer share the file across
 /// processes; the busy timeout makes writers queue instead of failing; `synchronous = FULL`
