@@ -123,6 +123,16 @@ async fn short_chaos_run() {
     let o = scenarios::redis_restarted(PG).await.unwrap();
     assert_eq!(o.stale_rejected, 1, "{o:?}");
     check(&o, false);
+    // etcd (built with the `etcd` feature, as scripts/test.sh builds): the paused holder's
+    // late write is rejected, and a partitioned holder never gets a stale write through.
+    #[cfg(feature = "etcd")]
+    {
+        let etcd = target("etcd", &dir);
+        let o = scenarios::paused_holder(&etcd, PG, exe).await.unwrap();
+        assert_eq!(o.stale_rejected, 1, "etcd: {o:?}");
+        check(&o, true);
+        check(&scenarios::partition(&etcd, PG).await.unwrap(), false);
+    }
 }
 
 /// A short random fault schedule (the nemesis) over a spread of backends (the in-process
@@ -147,7 +157,7 @@ async fn short_random_nemesis_run() {
                 .as_nanos() as u64
         });
     let mut killed = 0;
-    for (i, label) in [
+    let mut labels = vec![
         "memory",
         "redis",
         "postgres-row",
@@ -155,10 +165,11 @@ async fn short_random_nemesis_run() {
         "redlock",
         "mysql-for_update",
         "sqlite-row",
-    ]
-    .into_iter()
-    .enumerate()
-    {
+    ];
+    if cfg!(feature = "etcd") {
+        labels.push("etcd");
+    }
+    for (i, label) in labels.into_iter().enumerate() {
         // One seed per backend: independent schedules (the report names it for replay).
         let seed = seed.wrapping_add(i as u64);
         let opts = RunOptions {
