@@ -82,6 +82,9 @@
 //! * `lease.rs`: renewal and release of a held lock (one node, or a quorum).
 //! * `node.rs`: one server and the script calls made on it; `scripts.rs` and `lua/`: the
 //!   scripts; `keys.rs`: how names become keys; `subscriber.rs`: the pub/sub connection.
+//! * `permits/`: the semaphore and read-write lock on a single instance ([`connect_semaphore`],
+//!   [`connect_rwlock`]): key layout, script calls, the waiting loop, the lease; their scripts
+//!   are `lua/permit_*.lua`.
 //! * `config.rs`: [`RedisConfig`] from a URL; `eviction.rs`: the `maxmemory-policy` check;
 //!   `error.rs`: redis errors to [`lock_core::LockError`].
 

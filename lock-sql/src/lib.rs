@@ -78,6 +78,14 @@
 //! always bound parameters; the table name is the only text in SQL and is validated as an
 //! identifier.
 //!
+//! # Semaphores and read-write locks
+//! Row mode (every dialect) also offers [`lock_core::DistributedSemaphore`] and
+//! [`lock_core::DistributedRwLock`] ([`connect_semaphore`], [`connect_rwlock`]): a gate row
+//! per name serializes admissions, holders are leased rows, waiters queue in the database in
+//! arrival order (FIFO across processes; a waiting writer holds back later readers). Tokens
+//! come from the gate's counter, committed with the grant. for_update and advisory modes
+//! answer [`lock_core::LockError::Unsupported`] (see `permits/mod.rs`).
+//!
 //! # Servers tested
 //! PostgreSQL 15 (row, for_update, advisory), MariaDB 10.11 (row, for_update, advisory) and the SQLite bundled by
 //! sqlx (row) run the whole test suite. MySQL 8: every MySQL/MariaDB statement is SQL that
@@ -95,6 +103,7 @@
 //! | `held.rs` | for_update and advisory: a lock held by one connection, its loss and its liveness ping |
 //! | `for_update/bounds.rs` | for_update and advisory: the database's idle and lock-wait bounds on the lock session, rounded never to end early |
 //! | `notify.rs` | row mode on PostgreSQL: the shared `LISTEN` connection that wakes waiters on release |
+//! | `permits/` | row mode's semaphore and read-write lock ([`connect_semaphore`], [`connect_rwlock`]): `admit.rs` the admission transaction and its one rule, `acquire.rs` the waiting loop, `lease.rs` a holder's renewal and release, `wake.rs` local wake-ups, `impls.rs` the trait impls; `statements/permits.rs` their SQL |
 //! | `statements/` | every SQL statement: `postgres.rs`, `mysql.rs`, `sqlite.rs` hold each dialect's texts, `sets.rs` what each statement must do and the invariant it keeps, `mod.rs` the choice of dialect |
 //! | `config.rs` | [`SqlConfig`]: what a URL selects (dialect, mode, table, pool) |
 //! | `error.rs` | the one place sqlx errors become [`LockError`](lock_core::LockError)s |
