@@ -10,12 +10,15 @@
 //! lowercase whatever the name, so `Job` and `job` stay two locks). Names of any length map to
 //! a key; the table name keeps clients of different tables apart.
 //!
-//! Two different names sharing a key: on MySQL/MariaDB that needs a SHA-256 collision. On
-//! PostgreSQL the key has 64 bits, so a collision is possible in principle (among a million
-//! names, the chance that any two share a key is about 3 in 10⁸). Its only effect is that the two names share one lock: they exclude each other
-//! (never the reverse: no two holders of one name can both be granted), and each keeps its own
-//! increasing tokens; a holder of one that then waits for the other on another connection
-//! waits until it lets go. No row records the name: the mode keeps no table of its locks.
+//! Two different names never share a key. On MySQL/MariaDB that would need a SHA-256
+//! collision. On PostgreSQL the key has 64 bits, so a collision is possible in principle (among
+//! a million names, the chance that any two share a digest prefix is about 3 in 10⁸): every
+//! name is registered once, before its first lock, in `<table>_keys (name PRIMARY KEY, key
+//! UNIQUE)` under its digest prefix, or — when another name already has that key — under the
+//! first free of 15 variations (the prefix XOR 1…15). A name's key never changes once
+//! registered, and every client reads it from the registry, so all of them lock the same key
+//! for a name and no two names exclude each other. (Clients of an earlier version computed the
+//! key without the registry: stop them before the first client of this one starts.)
 //!
 //! # Waiting
 //! The waiters of one process queue in arrival order
@@ -98,11 +101,17 @@ impl Drop for Session {
     }
 }
 
-/// advisory mode over one client: the advisory statements of its dialect.
+/// PostgreSQL: keys tried per name before giving up (each a 64-bit collision with a name
+/// registered earlier).
+const KEY_PROBES: i64 = 16;
+
+/// advisory mode over one client: the advisory statements of its dialect, and (PostgreSQL) the
+/// names this client knows to have a registered key.
 #[derive(Debug)]
 pub(crate) struct AdvisoryLock {
     client: Arc<SqlClient>,
     sql: Arc<AdvisoryStatements>,
+    registered: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
 impl AdvisoryLock {
@@ -119,7 +128,53 @@ impl AdvisoryLock {
         Ok(AdvisoryLock {
             client,
             sql: Arc::new(sql),
+            registered: Default::default(),
         })
+    }
+
+    /// PostgreSQL: makes sure `name` has a key in the registry (its digest's first 8 bytes, or
+    /// on a collision with another name the first free of 15 variations), so no two names ever
+    /// share an advisory lock. Cached per client; a no-op on MySQL.
+    async fn ensure_key(&self, name: &str) -> Result<(), LockError> {
+        let Some(register) = &self.sql.register else {
+            return Ok(());
+        };
+        let known = |r: &Self| {
+            r.registered
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .contains(name)
+        };
+        if known(self) {
+            return Ok(());
+        }
+        let label = &self.client.label;
+        for probe in 0..KEY_PROBES {
+            let q = sqlx::query(AssertSqlSafe(register.as_str()))
+                .bind(name)
+                .bind(probe);
+            let row = q
+                .fetch_one(&self.client.pool)
+                .await
+                .map_err(|e| map(e, label, Some(name)))?;
+            let has: i64 = row.try_get(0).map_err(|e| map(e, label, Some(name)))?;
+            if has > 0 {
+                if probe > 0 {
+                    tracing::debug!(backend = %label, name, probe, "the name's first-choice advisory key belongs to another name; registered a variation");
+                }
+                self.registered
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(name.to_owned());
+                return Ok(());
+            }
+        }
+        Err(LockError::backend(
+            label,
+            Some(name),
+            format!("no free advisory key among {KEY_PROBES} variations of the name's digest"),
+            None,
+        ))
     }
 
     fn pg(&self) -> bool {
@@ -231,6 +286,7 @@ impl LockBackend for AdvisoryLock {
         let deadline = Deadline::after(opts.wait);
         // One pooled connection per process waits in the database's lock queue instead of one
         // per waiting task.
+        self.ensure_key(name).await?;
         let _turn = self.client.local_turn(name, try_only, &deadline).await;
         // Dropped (closed) if this future is dropped: a lock granted meanwhile is freed.
         let mut session = self.session(name).await?;

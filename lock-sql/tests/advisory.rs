@@ -161,3 +161,57 @@ async fn released_connection_returns_to_the_pool_clean() {
         assert!(!lock.inspect(&name).await.unwrap().held, "{url}");
     }
 }
+
+/// PostgreSQL keys are 64 bits, so two names can in principle share one. Simulated here: name
+/// `a` is registered (as a real collision would leave it) under the key name `b` would take
+/// first. `b` then gets a key of its own, and the two are two locks: both held at once, each
+/// excluding only itself — also for a client that never saw the registration happen.
+#[tokio::test]
+async fn postgres_names_whose_keys_collide_stay_two_locks() {
+    let table = format!("adv_collide_{}", &lock_core::backend::owner_token()[..10]);
+    let url = format!("{}?mode=advisory&table={table}", postgres_url());
+    let (one, two) = (
+        connect_or_explain(&url).await,
+        connect_or_explain(&url).await,
+    );
+    let hash_of_b = format!(
+        "('x' || left(encode(sha256(convert_to('{table}:' || 'b', 'UTF8')), 'hex'), 16))::bit(64)::bigint"
+    );
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "INSERT INTO {table}_keys (name, key) VALUES ('a', {hash_of_b})"
+    )))
+    .execute(one.pool())
+    .await
+    .unwrap();
+    let a = one.try_acquire("a", &AcquireOptions::new()).await.unwrap();
+    let b = two.try_acquire("b", &AcquireOptions::new()).await.unwrap();
+    assert!(a.is_some(), "`a` was not free");
+    assert!(b.is_some(), "`b` shared `a`'s lock: its key collided");
+    assert!(
+        one.try_acquire("b", &AcquireOptions::new())
+            .await
+            .unwrap()
+            .is_none(),
+        "`b` held twice"
+    );
+    let keys: Vec<(String, i64)> = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT name, key FROM {table}_keys ORDER BY name"
+    )))
+    .fetch_all(one.pool())
+    .await
+    .unwrap()
+    .into_iter()
+    .map(|r| (r.get(0), r.get(1)))
+    .collect();
+    assert_eq!(keys.len(), 2, "{keys:?}");
+    assert_ne!(keys[0].1, keys[1].1, "two names, one key: {keys:?}");
+    drop((a, b));
+    for stmt in [
+        format!("DROP TABLE {table}_keys"),
+        format!("DROP SEQUENCE {table}_fence"),
+    ] {
+        let _ = sqlx::query(sqlx::AssertSqlSafe(stmt))
+            .execute(one.pool())
+            .await;
+    }
+}

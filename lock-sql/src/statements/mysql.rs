@@ -134,6 +134,8 @@ fn advisory_idle(idle: u64) -> String {
 pub(crate) fn advisory(t: &str) -> AdvisoryStatements {
     let key = advisory_key(t);
     AdvisoryStatements {
+        // A SHA-256 hex digest as the key: names sharing one would need a SHA-256 collision.
+        register: None,
         lock_wait: None,
         // GET_LOCK: 1 granted, 0 timed out, NULL an error (made -1).
         lock: format!("SELECT CAST(COALESCE(GET_LOCK({key}, ?), -1) AS SIGNED)"),

@@ -37,8 +37,11 @@ pub(crate) fn client(mode: Mode, t: &str) -> ClientStatements {
             Ddl::table(t, format!("CREATE TABLE IF NOT EXISTS {t} (name TEXT PRIMARY KEY)")),
             token_sequence(t),
         ],
-        // The advisory locks need no table: only the token sequence.
-        Mode::Advisory => vec![token_sequence(t)],
+        // The token sequence, and the registry that gives every name a key of its own.
+        Mode::Advisory => vec![
+            token_sequence(t),
+            Ddl::table(format!("{t}_keys"), format!("CREATE TABLE IF NOT EXISTS {t}_keys (name TEXT PRIMARY KEY, key BIGINT NOT NULL UNIQUE)")),
+        ],
     };
     ClientStatements {
         session: SESSION,
@@ -121,8 +124,27 @@ pub(crate) fn for_update(t: &str) -> ForUpdateStatements {
 
 /// The advisory key of the name bound as `$1` for table `t`: the first 8 bytes of
 /// SHA-256(`<t>:<name>`) as a signed 64-bit integer (stable across versions and platforms).
-fn advisory_key(t: &str) -> String {
+/// A name's first-choice key: the first 8 bytes of the SHA-256 digest of `<t>:<name>`.
+fn advisory_hash(t: &str) -> String {
     format!("('x' || left(encode(sha256(convert_to('{t}:' || $1, 'UTF8')), 'hex'), 16))::bit(64)::bigint")
+}
+
+/// A name's key, from the registry `<t>_keys` (see `register`).
+fn advisory_key(t: &str) -> String {
+    format!("(SELECT key FROM {t}_keys WHERE name = $1)")
+}
+
+/// Registers name `$1` under its first-choice key XOR `$2` (the probe), unless it is
+/// registered already or another name has that key (a 64-bit collision): a count > 0 when the
+/// name has a key now. A name's key never changes once registered, and no two names share one
+/// (`key` is UNIQUE).
+fn advisory_register(t: &str) -> String {
+    let hash = advisory_hash(t);
+    format!(
+        "WITH ins AS (INSERT INTO {t}_keys (name, key) VALUES ($1, {hash} # CAST($2 AS BIGINT)) \
+         ON CONFLICT DO NOTHING RETURNING 1) \
+         SELECT CAST((SELECT count(*) FROM ins) + (SELECT count(*) FROM {t}_keys WHERE name = $1) AS BIGINT)"
+    )
 }
 
 /// Session-level: how long `pg_advisory_lock` waits (ms, 0 = forever). The connection check
@@ -140,6 +162,7 @@ fn advisory_idle(idle: u64) -> String {
 pub(crate) fn advisory(t: &str) -> AdvisoryStatements {
     let key = advisory_key(t);
     AdvisoryStatements {
+        register: Some(advisory_register(t)),
         lock_wait: Some(advisory_lock_wait),
         // `pg_advisory_lock` returns `void` (printed as ''): made a 1.
         lock: format!("SELECT CAST(length(pg_advisory_lock({key})::text) + 1 AS BIGINT)"),

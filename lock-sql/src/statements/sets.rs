@@ -128,6 +128,10 @@ pub(crate) struct TokenDraw {
 /// share one.
 #[derive(Debug, Clone)]
 pub(crate) struct AdvisoryStatements {
+    /// PostgreSQL: registers a name's key (`name`, probe `i64`); one BIGINT, > 0 once the name
+    /// has a key. Run (and cached) before a name's first lock: the lock statements read the
+    /// key from the registry. `None` on MySQL, whose keys are whole digests.
+    pub register: Option<String>,
     /// PostgreSQL: sets, on the session, how long `lock` waits (ms, 0 = forever); run before
     /// every `lock`. `None` on MySQL, where the wait is `lock`'s second parameter (seconds,
     /// fractional).
