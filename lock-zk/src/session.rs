@@ -25,6 +25,8 @@ use zookeeper_client::{Client, Error, SessionInfo, SessionState};
 use crate::config::ZkConfig;
 use crate::error::map;
 
+/// Pause after closing a retired session before checking that the close arrived.
+const CLOSE_CHECK: Duration = Duration::from_millis(50);
 /// Pause between attempts to close a retired session while the ensemble is unreachable.
 const CLOSE_RETRY: Duration = Duration::from_millis(200);
 
@@ -245,8 +247,11 @@ async fn watch(client: Client, shared: Arc<Shared>, cfg: ZkConfig, label: String
 ///
 /// zookeeper-client closes a session only when its last `Client` is dropped, and guards and
 /// waiters still hold clones: so a second client attaches to the same session (the server
-/// drops the old connection) and is dropped, which closes it. Tried until that works or the
-/// ensemble says the session has expired, for at most twice the session timeout plus one
+/// drops the old connection) and is dropped, which closes it — unless the old client, still
+/// reconnecting, took the session back first and the close was lost with the dropped
+/// connection (a test saw the session live on for 6 s). So it is tried until an attempt to
+/// attach finds the session closed or expired on the ensemble, for at most twice the session
+/// timeout plus one
 /// connect timeout: by then the ensemble has expired the session (the old client gives up
 /// reconnecting after 7/5 of it).
 async fn close_retired(cfg: &ZkConfig, info: SessionInfo, label: &str) {
@@ -261,15 +266,19 @@ async fn close_retired(cfg: &ZkConfig, info: SessionInfo, label: &str) {
             .connect(&target);
         match tokio::time::timeout_at(until, attempt).await {
             Ok(Ok(closer)) => {
+                // Dropping the last clone closes the session — unless the old client
+                // reconnected to it in between and the server dropped this connection, so
+                // the close never arrived. The next attempt tells: the session expired
+                // (closed) on the ensemble, or it attaches and closes again.
                 let mut states = closer.state_watcher();
                 drop(closer);
                 let closed = async { while !states.changed().await.is_terminated() {} };
                 let _ = tokio::time::timeout(cfg.connect_timeout, closed).await;
-                tracing::debug!(backend = %label, session = %info.id(), "closed a ZooKeeper session retired after a disconnection");
-                return;
+                let left = until.saturating_duration_since(Instant::now());
+                tokio::time::sleep(CLOSE_CHECK.min(left)).await;
             }
             Ok(Err(Error::SessionExpired)) => {
-                tracing::debug!(backend = %label, session = %info.id(), "a retired ZooKeeper session had expired on the ensemble");
+                tracing::debug!(backend = %label, session = %info.id(), "a retired ZooKeeper session is closed (or expired) on the ensemble");
                 return;
             }
             Err(_) => {
