@@ -74,7 +74,11 @@ pub(crate) async fn wait_for_turn(
         let Some(pred) = resp.kvs().first() else {
             return Ok(Waited::Ours);
         };
-        let from = resp.header().map_or(0, |h| h.revision());
+        // Watch from the revision after the read's: the deletion we wait for comes later than
+        // the read that saw the key, and a watch that starts beyond the store's current
+        // revision is "synced" at once, while one starting at or below it waits for etcd's
+        // catch-up loop (every 100 ms) — which made every handoff ~100 ms.
+        let from = resp.header().map_or(0, |h| h.revision()) + 1;
         let pred = pred.key().to_vec();
         let watched = async {
             let mut stream = match me.members.watch_from(pred, from).await {

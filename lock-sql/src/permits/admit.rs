@@ -1,12 +1,15 @@
 //! One admission decision: a transaction that locks the name's gate row, drops what lapsed,
 //! and grants the member its place or queues it.
 
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
 use sqlx::any::AnyRow;
 use sqlx::{AssertSqlSafe, Row};
 
 use crate::client::SqlClient;
+use crate::config::Dialect;
 use crate::error::{classify, Failure};
 use crate::statements::PermitStatements;
 
@@ -39,6 +42,14 @@ pub(crate) enum Admission {
     Waiting { first_expiry_ms: Option<i64> },
     /// The semaphore is in use with this other count.
     OtherCount(i64),
+}
+
+/// The in-process admission lock of one SQLite database file (see [`admit`]).
+fn sqlite_writer(url: &str) -> Arc<tokio::sync::Mutex<()>> {
+    static WRITERS: LazyLock<Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>> =
+        LazyLock::new(Default::default);
+    let mut w = WRITERS.lock().unwrap_or_else(|p| p.into_inner());
+    Arc::clone(w.entry(url.to_owned()).or_default())
 }
 
 /// Whether a `kind` member may hold now, given the live holders' kinds, the queued waiters'
@@ -88,6 +99,14 @@ pub(crate) async fn admit(
         sqlx::query(AssertSqlSafe(s.to_owned()))
             .bind(ask.name.clone())
             .bind(ask.family)
+    };
+    // SQLite: one admission at a time per database file in this process. Its writers exclude
+    // each other anyway, but a blocked one waits in SQLite's busy handler, which sleeps in
+    // growing steps (up to 100 ms) instead of being woken: queueing here hands the write lock
+    // on at once.
+    let _one_writer = match client.cfg.dialect {
+        Dialect::Sqlite => Some(sqlite_writer(client.cfg.driver_url()).lock_owned().await),
+        _ => None,
     };
     let mut tx = client.pool.begin().await.map_err(c)?;
     // Lock the gate row, creating it when missing (see `ensure_first`).
