@@ -68,7 +68,9 @@ fn quick_run_on_sqlite_writes_the_report() {
 
 /// The semaphore and read-write lock scenarios on the real single Redis (`scripts/services.sh
 /// up`) and on SQLite: both rows are written for each, the semaphore never had more than its 4
-/// permits out (and on Redis used all 4), and no violation was seen.
+/// permits out, and no violation was seen. (Holds last one yield, so how many permits are out
+/// at once depends on timing: that all N get used is checked where holds are long, in
+/// `tests/exec_permits.rs` and the conformance cases.)
 #[test]
 fn quick_semaphore_and_rwlock_rows_keep_their_bounds() {
     let out = std::env::temp_dir().join(format!("distlock-bench-permits-{}", std::process::id()));
@@ -101,12 +103,6 @@ fn quick_semaphore_and_rwlock_rows_keep_their_bounds() {
             .find(|r| r["backend"] == backend && r["scenario"] == scenario)
             .unwrap_or_else(|| panic!("no {backend} {scenario} row in {json}"))
     };
-    // Redis admits fast enough to have all 4 permits out at once within the quick run.
-    assert_eq!(
-        row("redis", "semaphore")["param"],
-        4,
-        "redis: all 4 permits never out"
-    );
     for backend in ["redis", "sqlite-row"] {
         let sem = row(backend, "semaphore");
         let peak = sem["param"].as_u64().unwrap_or(0);
