@@ -88,7 +88,13 @@ pub fn backends() -> Vec<Backend> {
             lock_redis::connect_semaphore,
             lock_redis::connect_rwlock
         ),
-        backend!("zookeeper", &["zk", "zookeeper"], lock_zk::connect),
+        backend!(
+            "zookeeper",
+            &["zk", "zookeeper"],
+            lock_zk::connect,
+            lock_zk::connect_semaphore,
+            lock_zk::connect_rwlock
+        ),
         backend!("etcd", &["etcd"], lock_etcd::connect),
     ]
 }

@@ -14,61 +14,14 @@ mod support;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
+use support::java::{compile_java, now_us, zk_hosts};
 use support::procs::{gone, poll, read_pid, wait_exit, Reaper};
 use support::unique;
 
-const JARS: [&str; 7] = [
-    "curator-recipes",
-    "curator-framework",
-    "curator-client",
-    "zookeeper",
-    "zookeeper-jute",
-    "guava",
-    "slf4j-api",
-];
 /// Session timeout of every participant: a killed one is replaced after about this long.
 const SESSION_MS: u64 = 3000;
-
-fn zk_hosts() -> String {
-    std::env::var("DISTLOCK_TEST_ZK_HOSTS").unwrap_or_else(|_| "127.0.0.1:12181".to_owned())
-}
-
-fn now_us() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_micros() as u64
-}
-
-/// Compiles the Java participant; returns its classpath.
-fn compile_java(dir: &Path) -> String {
-    let mut cp: Vec<String> = Vec::new();
-    for jar in JARS {
-        let p = format!("/usr/share/java/{jar}.jar");
-        assert!(
-            Path::new(&p).exists(),
-            "{p} is missing: install Curator and a JDK with `scripts/services.sh up` (libcurator-recipes-java, default-jdk-headless)"
-        );
-        cp.push(p);
-    }
-    let classes = dir.join("classes");
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/java/LatchParticipant.java");
-    let out = Command::new("javac")
-        .args(["-cp", &cp.join(":"), "-d"])
-        .arg(&classes)
-        .arg(&src)
-        .output()
-        .unwrap_or_else(|e| panic!("javac: {e}; install a JDK with `scripts/services.sh up`"));
-    assert!(
-        out.status.success(),
-        "javac failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    cp.push(classes.display().to_string());
-    cp.join(":")
-}
 
 /// One participant and the file its terms are recorded in.
 struct Participant {
@@ -183,7 +136,7 @@ fn leader_identity(group: &str) -> String {
 #[test]
 fn curator_leader_latch_and_distlock_elect_one_leader_at_a_time() {
     let dir = support::tmp("curator", "elect");
-    let cp = compile_java(&dir);
+    let cp = compile_java(&dir, "LatchParticipant");
     let group = format!("curator-elect-{}", unique());
     let mut reaper = Reaper::default();
     let limit = Duration::from_millis(SESSION_MS * 4 + 10_000);

@@ -1,7 +1,7 @@
 //! `distlock exec --max N` (a semaphore permit) and `--read` / `--write` (a read-write lock
 //! side) run as processes against the real stores (`scripts/services.sh up`): at most N
-//! commands at once, a writer never beside anyone while readers share — on Redis and on SQLite
-//! row mode —, a mismatched count and a mode without the primitive refused with exit 64, and
+//! commands at once, a writer never beside anyone while readers share — on Redis, SQLite row
+//! mode and ZooKeeper —, a mismatched count and a mode without the primitive refused with exit 64, and
 //! `inspect` reporting permits.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -62,9 +62,13 @@ fn events(marks: &Path) -> Vec<(u128, bool, String)> {
     ev
 }
 
-/// Redis, and SQLite row mode in `dir`.
-fn urls(dir: &Path) -> [String; 2] {
-    [redis_url(), format!("sqlite://{}/locks.db", dir.display())]
+/// Redis, SQLite row mode in `dir`, and ZooKeeper (Curator's layouts).
+fn urls(dir: &Path) -> [String; 3] {
+    [
+        redis_url(),
+        format!("sqlite://{}/locks.db", dir.display()),
+        std::env::var("DISTLOCK_TEST_ZK_URL").unwrap_or_else(|_| "zk://127.0.0.1:12181".into()),
+    ]
 }
 
 #[test]

@@ -8,17 +8,17 @@ use async_trait::async_trait;
 use futures::future::BoxFuture;
 use lock_core::backend::{Attempt, CleanupOnDrop, Deadline, GuardParts, LockBackend, LostSignal};
 use lock_core::{
-    AcquireOptions, Capabilities, CrashRelease, DistributedLock, Leader, LockError, LockGuard,
-    LockInfo, Wakeup,
+    AcquireOptions, Capabilities, CrashRelease, DistributedLock, DistributedRwLock,
+    DistributedSemaphore, Leader, LockError, LockGuard, LockInfo, Wakeup,
 };
 use tokio::time::Instant;
-use zookeeper_client::{Acls, Client, CreateMode, CreateOptions, Error, EventType};
+use zookeeper_client::{Acls, Client, CreateMode, CreateOptions, Error, EventType, OneshotWatcher};
 
 use crate::config::ZkConfig;
 use crate::contender::{Contender, Created};
 use crate::error::map;
 use crate::lease::ZkLease;
-use crate::path::{lock_path, protected_prefix, uuid, NodeKind};
+use crate::path::{lock_path, protected_prefix, uuid, NodeKind, Turn};
 use crate::session::Session;
 
 /// Attempts to create the lock directory's parents and then our node again.
@@ -28,6 +28,52 @@ const PARENT_ATTEMPTS: usize = 3;
 /// protected prefix just before the contender node is created.
 #[doc(hidden)]
 pub type BeforeCreate = Arc<dyn Fn(Client, String, String) -> BoxFuture<'static, ()> + Send + Sync>;
+
+/// What one acquisition creates: a node of `kind` with `data` in `dir`, for `name` (in
+/// errors and on the guard); `max_leases` counts only for [`NodeKind::Lease`].
+pub(crate) struct Node<'a> {
+    pub name: &'a str,
+    pub dir: String,
+    pub kind: NodeKind,
+    pub data: Vec<u8>,
+    pub max_leases: usize,
+}
+
+impl<'a> Node<'a> {
+    /// A node of `kind` in `name`'s own directory, with the holder identity of `opts` as data.
+    pub(crate) fn of(
+        base: &str,
+        name: &'a str,
+        kind: NodeKind,
+        opts: &AcquireOptions,
+    ) -> Result<Self, LockError> {
+        Ok(Node {
+            name,
+            dir: lock_path(base, name)?,
+            kind,
+            data: opts.holder.clone().unwrap_or_default().into_bytes(),
+            max_leases: 0,
+        })
+    }
+}
+
+/// Waits for `watcher` to fire until `deadline`: false when the deadline came first.
+async fn fired_within(watcher: OneshotWatcher, deadline: &Deadline) -> bool {
+    // In its own task: zookeeper-client panics in `changed()` if the session goes away
+    // mid-wait; a failed task is just another wake-up here (the caller re-lists next).
+    let mut fired = tokio::spawn(async move {
+        watcher.changed().await;
+    });
+    let timed_out = match deadline.remaining() {
+        Some(left) => tokio::time::timeout(left, &mut fired).await.is_err(),
+        None => {
+            let _ = (&mut fired).await;
+            false
+        }
+    };
+    fired.abort();
+    !timed_out
+}
 
 /// A ZooKeeper lock client: one session at a time (a new one after expiry).
 pub struct ZkLock {
@@ -73,6 +119,11 @@ impl ZkLock {
     /// The configuration in use.
     pub fn config(&self) -> &ZkConfig {
         &self.cfg
+    }
+
+    /// The backend label (`zookeeper`, or `zookeeper-N` for an ensemble of N).
+    pub(crate) fn label(&self) -> &str {
+        &self.label
     }
 
     /// Predecessor-watch notifications this client has received (one per handoff it waited
@@ -152,21 +203,25 @@ impl ZkLock {
         ))
     }
 
-    /// One acquisition of `name`'s directory as a node of `kind` (a lock contender or an
-    /// election participant; the recipes differ only in their node names), created with the
-    /// holder identity of `opts` as its data.
+    /// One acquisition of `node.dir` with a node of `node.kind` (a lock contender, an election
+    /// participant, a reader or writer, a semaphore lease; the recipes differ only in their
+    /// node names and in [`NodeKind::turn`]), created with `node.data`.
     pub(crate) async fn acquire_inner(
         &self,
-        name: &str,
+        node: Node<'_>,
         opts: &AcquireOptions,
         try_only: bool,
-        kind: NodeKind,
     ) -> Result<Option<LockGuard>, LockError> {
-        let dir = lock_path(&self.cfg.base, name)?;
+        let Node {
+            name,
+            dir,
+            kind,
+            data,
+            max_leases,
+        } = node;
         let deadline = Deadline::after(opts.wait);
         let session = self.session().await?;
         let client = session.client.clone();
-        let data = opts.holder.clone().unwrap_or_default().into_bytes();
         let mine = Arc::new(
             Contender::new(client.clone(), dir.clone(), protected_prefix(&uuid()))
                 .with_node(kind, data),
@@ -201,39 +256,39 @@ impl ZkLock {
                     None,
                 ));
             };
-            if idx == 0 {
-                let token = czxid as u64;
-                let guard = self.guard(&session, &mine, &ours, name, token, opts, confirmed_at);
-                // Armed until the guard owns the node: building it may take a round trip.
-                let guard = guard.await?;
-                cleanup.disarm();
-                return Ok(Some(guard));
-            }
-            if try_only {
-                cleanup.run_now().await;
-                return Ok(None);
-            }
-            // Watch only the predecessor: one notification per handoff, however many wait.
-            let pred = format!("{dir}/{}", sorted[idx - 1]);
-            let (stat, watcher) = client
-                .check_and_watch_stat(&pred)
-                .await
-                .map_err(|e| map(e, &self.label, Some(name)))?;
-            if stat.is_some() {
-                // In its own task: zookeeper-client panics in `changed()` if the session goes away
-                // mid-wait; a failed task is just another wake-up here (we re-list next).
-                let mut fired = tokio::spawn(async move {
-                    watcher.changed().await;
-                });
-                let timed_out = match deadline.remaining() {
-                    Some(left) => tokio::time::timeout(left, &mut fired).await.is_err(),
-                    None => {
-                        let _ = (&mut fired).await;
-                        false
-                    }
-                };
-                fired.abort();
-                if timed_out {
+            let watcher = match kind.turn(&sorted, idx, max_leases) {
+                Turn::Ours => {
+                    let token = czxid as u64;
+                    let guard = self.guard(&session, &mine, &ours, name, token, opts, confirmed_at);
+                    // Armed until the guard owns the node: building it may take a round trip.
+                    let guard = guard.await?;
+                    cleanup.disarm();
+                    return Ok(Some(guard));
+                }
+                _ if try_only => {
+                    cleanup.run_now().await;
+                    return Ok(None);
+                }
+                // Watch only the node we wait for: one notification per handoff, however
+                // many wait.
+                Turn::After(i) => {
+                    let (stat, watcher) = client
+                        .check_and_watch_stat(&format!("{dir}/{}", sorted[i]))
+                        .await
+                        .map_err(|e| map(e, &self.label, Some(name)))?;
+                    stat.map(|_| watcher)
+                }
+                // Only the semaphore's admitter (the holder of its internal mutex) waits here.
+                Turn::Count => {
+                    let (kids, _, watcher) = client
+                        .get_and_watch_children(&dir)
+                        .await
+                        .map_err(|e| map(e, &self.label, Some(name)))?;
+                    (kind.sorted(kids).len() > max_leases).then_some(watcher)
+                }
+            };
+            if let Some(watcher) = watcher {
+                if !fired_within(watcher, &deadline).await {
                     cleanup.run_now().await;
                     return Ok(None);
                 }
@@ -329,8 +384,8 @@ impl LockBackend for ZkLock {
         opts: &AcquireOptions,
         how: Attempt,
     ) -> Result<Option<LockGuard>, LockError> {
-        self.acquire_inner(name, opts, how == Attempt::Try, NodeKind::Lock)
-            .await
+        let node = Node::of(&self.cfg.base, name, NodeKind::Lock, opts)?;
+        self.acquire_inner(node, opts, how == Attempt::Try).await
     }
 
     /// Curator's `LeaderLatch` (see `election.rs`).
@@ -339,8 +394,8 @@ impl LockBackend for ZkLock {
         group: &str,
         opts: &AcquireOptions,
     ) -> Result<Option<LockGuard>, LockError> {
-        self.acquire_inner(group, opts, false, NodeKind::Latch)
-            .await
+        let node = Node::of(&self.cfg.base, group, NodeKind::Latch, opts)?;
+        self.acquire_inner(node, opts, false).await
     }
 
     async fn leader(&self, group: &str) -> Result<Option<Leader>, LockError> {
@@ -380,5 +435,22 @@ impl LockBackend for ZkLock {
 /// # Errors
 /// As [`ZkConfig::from_url`] and [`ZkLock::connect`].
 pub async fn connect(url: &str) -> Result<Arc<dyn DistributedLock>, LockError> {
+    Ok(Arc::new(ZkLock::connect(ZkConfig::from_url(url)?).await?))
+}
+
+/// Connects a semaphore (Curator's `InterProcessSemaphoreV2` layout) from a `zk://` URL.
+///
+/// # Errors
+/// As [`connect`].
+pub async fn connect_semaphore(url: &str) -> Result<Arc<dyn DistributedSemaphore>, LockError> {
+    Ok(Arc::new(ZkLock::connect(ZkConfig::from_url(url)?).await?))
+}
+
+/// Connects a read-write lock (Curator's `InterProcessReadWriteLock` layout) from a `zk://`
+/// URL.
+///
+/// # Errors
+/// As [`connect`].
+pub async fn connect_rwlock(url: &str) -> Result<Arc<dyn DistributedRwLock>, LockError> {
     Ok(Arc::new(ZkLock::connect(ZkConfig::from_url(url)?).await?))
 }

@@ -1,4 +1,5 @@
-//! distlock's ZooKeeper backend: Apache Curator's `InterProcessMutex` recipe.
+//! distlock's ZooKeeper backend: Apache Curator's `InterProcessMutex` recipe, and its
+//! `InterProcessSemaphoreV2`, `InterProcessReadWriteLock` and `LeaderLatch` layouts.
 //!
 //! # The recipe
 //! The lock for `name` is the directory `/distlock/<name>` (a name starting with `/` is the
@@ -68,6 +69,10 @@
 //! # Layout
 //! * `backend.rs`: [`ZkLock`] — connect, the acquisition loop (contender, predecessor watch,
 //!   re-list behind a `sync`) and the one `LockBackend` impl.
+//! * `semaphore.rs`: the semaphore as Curator's `InterProcessSemaphoreV2` (an internal mutex
+//!   in `locks`, one lease node per permit in `leases`, the count checked from lease data).
+//! * `rwlock.rs`: the read-write lock as Curator's `InterProcessReadWriteLock` (`__READ__`
+//!   and `__WRIT__` nodes in one queue).
 //! * `election.rs`: leader election as Curator's `LeaderLatch` (`latch-` nodes, identity as
 //!   node data), and reading a directory's first node for `inspect` and `leader`.
 //! * `contender.rs`: this acquisition's node, and the nodes a create whose reply was lost may
@@ -85,10 +90,12 @@ mod election;
 mod error;
 mod lease;
 pub mod path;
+mod rwlock;
+pub mod semaphore;
 mod session;
 mod validity;
 
 #[doc(hidden)]
 pub use backend::BeforeCreate;
-pub use backend::{connect, ZkLock};
+pub use backend::{connect, connect_rwlock, connect_semaphore, ZkLock};
 pub use config::ZkConfig;

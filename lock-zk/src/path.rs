@@ -15,7 +15,12 @@
 //!   participant (`a/latch-0000000001`) is rejected with `InvalidName`: its directory would sit
 //!   among `a`'s contenders and block `a`;
 //! * election participants (Curator's `LeaderLatch`, [`NodeKind::Latch`]) are named
-//!   `_c_<uuid>-latch-<10-digit sequence>` and ordered the same way.
+//!   `_c_<uuid>-latch-<10-digit sequence>` and ordered the same way;
+//! * a read-write lock's readers and writers (Curator's `InterProcessReadWriteLock`,
+//!   [`NodeKind::Read`], [`NodeKind::Write`]) are `_c_<uuid>-__READ__<sequence>` and
+//!   `_c_<uuid>-__WRIT__<sequence>` in one directory, ordered together by sequence;
+//! * a semaphore's permits (Curator's `InterProcessSemaphoreV2`, [`NodeKind::Lease`]) are
+//!   `_c_<uuid>-lease-<sequence>` in its `leases` directory.
 
 use lock_core::LockError;
 use rand::Rng;
@@ -86,14 +91,13 @@ pub fn lock_path(base: &str, name: &str) -> Result<String, LockError> {
             "the /zookeeper tree is reserved by ZooKeeper",
         ));
     }
-    if path.split('/').any(|seg| {
-        [NodeKind::Lock, NodeKind::Latch]
-            .iter()
-            .any(|k| k.sequence_of(seg).is_some())
-    }) {
+    if path
+        .split('/')
+        .any(|seg| NodeKind::ALL.iter().any(|k| k.sequence_of(seg).is_some()))
+    {
         return Err(LockError::invalid_name(
             name,
-            "a path element ends in `lock-` or `latch-` and 10 digits, the shape of a lock contender or election participant node, so it would queue in its parent's lock; rename it",
+            "a path element ends in `lock-`, `latch-`, `lease-`, `__READ__` or `__WRIT__` and 10 digits, the shape of a recipe's node, so it would queue in its parent's lock; rename it",
         ));
     }
     Ok(path)
@@ -126,6 +130,15 @@ pub const SEQUENCE_DIGITS: usize = 10;
 /// Curator's `LeaderLatch` node-name marker.
 pub const LATCH_NAME: &str = "latch-";
 
+/// Curator's `InterProcessReadWriteLock` reader marker.
+pub const READ_NAME: &str = "__READ__";
+
+/// Curator's `InterProcessReadWriteLock` writer marker.
+pub const WRITE_NAME: &str = "__WRIT__";
+
+/// Curator's `InterProcessSemaphoreV2` lease marker.
+pub const LEASE_NAME: &str = "lease-";
+
 /// Which Curator recipe a directory's sequential nodes belong to: the marker before their
 /// sequence.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -134,14 +147,84 @@ pub enum NodeKind {
     Lock,
     /// `LeaderLatch`: `_c_<uuid>-latch-<sequence>`.
     Latch,
+    /// `InterProcessReadWriteLock` reader: `_c_<uuid>-__READ__<sequence>`.
+    Read,
+    /// `InterProcessReadWriteLock` writer: `_c_<uuid>-__WRIT__<sequence>`.
+    Write,
+    /// `InterProcessSemaphoreV2` lease: `_c_<uuid>-lease-<sequence>` (in `<path>/leases`).
+    Lease,
+}
+
+/// Whose turn it is, for a node of some kind among its directory's sorted nodes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Turn {
+    /// Ours: the node holds.
+    Ours,
+    /// Not yet: watch the node at this index of the sorted list.
+    After(usize),
+    /// Not yet: watch the directory's children (a semaphore lease waits for a count).
+    Count,
 }
 
 impl NodeKind {
-    /// The marker before the sequence (`lock-`, `latch-`).
+    /// Every kind.
+    pub const ALL: [NodeKind; 5] = [
+        NodeKind::Lock,
+        NodeKind::Latch,
+        NodeKind::Read,
+        NodeKind::Write,
+        NodeKind::Lease,
+    ];
+
+    /// The marker before the sequence (`lock-`, `latch-`, `__READ__`, `__WRIT__`, `lease-`).
     pub fn marker(self) -> &'static str {
         match self {
             NodeKind::Lock => LOCK_NAME,
             NodeKind::Latch => LATCH_NAME,
+            NodeKind::Read => READ_NAME,
+            NodeKind::Write => WRITE_NAME,
+            NodeKind::Lease => LEASE_NAME,
+        }
+    }
+
+    /// The kinds that queue with this one in a directory: readers and writers share one
+    /// queue; every other kind queues alone.
+    fn queue(self) -> &'static [NodeKind] {
+        match self {
+            NodeKind::Read | NodeKind::Write => &[NodeKind::Read, NodeKind::Write],
+            NodeKind::Lock => &[NodeKind::Lock],
+            NodeKind::Latch => &[NodeKind::Latch],
+            NodeKind::Lease => &[NodeKind::Lease],
+        }
+    }
+
+    /// The sort key of `child` in this kind's queue (its sequence), or `None` for a child
+    /// that does not queue with this kind.
+    fn queue_key(self, child: &str) -> Option<&str> {
+        self.queue().iter().find_map(|k| k.sequence_of(child))
+    }
+
+    /// Whether node `idx` of `sorted` (this kind's queue, in order) holds, Curator's rules:
+    /// * a lock contender, election participant or writer holds when it is first, and
+    ///   otherwise watches its predecessor;
+    /// * a reader holds when no writer is ahead of it, and otherwise watches the first
+    ///   writer (`InterProcessReadWriteLock`'s read predicate), so readers that arrive after
+    ///   a waiting writer wait behind it;
+    /// * a semaphore lease holds while the leases number at most `max_leases`, and otherwise
+    ///   waits for the count to change.
+    pub fn turn(self, sorted: &[String], idx: usize, max_leases: usize) -> Turn {
+        match self {
+            NodeKind::Read => match sorted[..idx]
+                .iter()
+                .position(|c| NodeKind::Write.sequence_of(c).is_some())
+            {
+                Some(first_writer) => Turn::After(first_writer),
+                None => Turn::Ours,
+            },
+            NodeKind::Lease if sorted.len() <= max_leases => Turn::Ours,
+            NodeKind::Lease => Turn::Count,
+            _ if idx == 0 => Turn::Ours,
+            _ => Turn::After(idx - 1),
         }
     }
 
@@ -154,13 +237,14 @@ impl NodeKind {
         (head.ends_with(self.marker()) && seq.bytes().all(|b| b.is_ascii_digit())).then_some(seq)
     }
 
-    /// The nodes of this kind among `children`, in Curator's order.
+    /// The nodes that queue with this kind among `children` (readers and writers together),
+    /// in Curator's order.
     pub fn sorted(self, children: Vec<String>) -> Vec<String> {
         let mut v: Vec<String> = children
             .into_iter()
-            .filter(|c| self.sequence_of(c).is_some())
+            .filter(|c| self.queue_key(c).is_some())
             .collect();
-        v.sort_by(|a, b| self.sequence_of(a).cmp(&self.sequence_of(b)));
+        v.sort_by(|a, b| self.queue_key(a).cmp(&self.queue_key(b)));
         v
     }
 }
@@ -256,6 +340,47 @@ mod tests {
             Some("0000000042")
         );
         assert!(lock_path("/distlock", "g/_c_x-latch-0000000001").is_err());
+    }
+
+    fn names(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn readers_and_writers_queue_together_in_curator_order() {
+        let kids = names(&[
+            "_c_a-__WRIT__0000000004",
+            "_c_b-__READ__0000000002",
+            "_c_c-lock-0000000001",
+            "_c_d-__READ__0000000007",
+            "leases",
+        ]);
+        let sorted = NodeKind::Read.sorted(kids.clone());
+        assert_eq!(
+            sorted,
+            names(&[
+                "_c_b-__READ__0000000002",
+                "_c_a-__WRIT__0000000004",
+                "_c_d-__READ__0000000007"
+            ])
+        );
+        assert_eq!(NodeKind::Write.sorted(kids), sorted);
+        // The first reader holds; the writer waits for it; the later reader waits for the
+        // writer (not its own predecessor's kind).
+        assert_eq!(NodeKind::Read.turn(&sorted, 0, 0), Turn::Ours);
+        assert_eq!(NodeKind::Write.turn(&sorted, 1, 0), Turn::After(0));
+        assert_eq!(NodeKind::Read.turn(&sorted, 2, 0), Turn::After(1));
+        let readers = names(&["_c_b-__READ__0000000002", "_c_d-__READ__0000000007"]);
+        assert_eq!(NodeKind::Read.turn(&readers, 1, 0), Turn::Ours);
+    }
+
+    #[test]
+    fn a_lease_holds_while_the_count_fits() {
+        let two = names(&["_c_a-lease-0000000001", "_c_b-lease-0000000002"]);
+        assert_eq!(NodeKind::Lease.turn(&two, 1, 2), Turn::Ours);
+        assert_eq!(NodeKind::Lease.turn(&two, 1, 1), Turn::Count);
+        assert!(lock_path("/distlock", "s/leases/_c_x-lease-0000000001").is_err());
+        assert!(lock_path("/distlock", "r/_c_x-__WRIT__0000000001").is_err());
     }
 
     #[test]

@@ -3,6 +3,8 @@
 #![allow(dead_code, clippy::unwrap_used)]
 
 #[cfg(target_os = "linux")]
+pub mod java;
+#[cfg(target_os = "linux")]
 pub mod procs;
 
 use std::path::PathBuf;

@@ -14,7 +14,38 @@ pub struct CrashableClient {
     /// The client.
     pub lock: Arc<dyn DistributedLock>,
     /// Cuts the client off from the store, as a process crash or a pulled cable would.
-    pub crash: Box<dyn FnOnce() -> BoxFuture<'static, ()> + Send>,
+    pub crash: Crash,
+}
+
+/// Cuts a client off from the store, as a process crash or a pulled cable would.
+pub type Crash = Box<dyn FnOnce() -> BoxFuture<'static, ()> + Send>;
+
+/// Starts one [`crate::fault::FaultProxy`] per upstream port: the proxies' `127.0.0.1:port`
+/// list (comma-joined) to connect a client through, and the [`Crash`] that kills them all.
+///
+/// # Panics
+/// When a proxy cannot bind a loopback port (test support).
+pub async fn proxies(ports: &[u16]) -> (String, Crash) {
+    let mut proxies = Vec::new();
+    for p in ports {
+        match crate::fault::FaultProxy::start(([127, 0, 0, 1], *p).into()).await {
+            Ok(proxy) => proxies.push(proxy),
+            Err(e) => panic!("cannot start a fault proxy: {e}"),
+        }
+    }
+    let hosts: Vec<String> = proxies
+        .iter()
+        .map(|p| format!("127.0.0.1:{}", p.addr().port()))
+        .collect();
+    let crash: Crash = Box::new(move || {
+        Box::pin(async move {
+            for p in &proxies {
+                p.kill();
+            }
+            drop(proxies);
+        })
+    });
+    (hosts.join(","), crash)
 }
 
 impl CrashableClient {
@@ -28,28 +59,10 @@ impl CrashableClient {
         F: FnOnce(String) -> Fut,
         Fut: std::future::Future<Output = Arc<dyn DistributedLock>>,
     {
-        let mut proxies = Vec::new();
-        for p in ports {
-            match crate::fault::FaultProxy::start(([127, 0, 0, 1], *p).into()).await {
-                Ok(proxy) => proxies.push(proxy),
-                Err(e) => panic!("cannot start a fault proxy: {e}"),
-            }
-        }
-        let hosts: Vec<String> = proxies
-            .iter()
-            .map(|p| format!("127.0.0.1:{}", p.addr().port()))
-            .collect();
-        let lock = connect(hosts.join(",")).await;
+        let (hosts, crash) = proxies(ports).await;
         CrashableClient {
-            lock,
-            crash: Box::new(move || {
-                Box::pin(async move {
-                    for p in &proxies {
-                        p.kill();
-                    }
-                    drop(proxies);
-                })
-            }),
+            lock: connect(hosts).await,
+            crash,
         }
     }
 }

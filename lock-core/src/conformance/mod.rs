@@ -20,7 +20,7 @@ mod recipes;
 
 pub use cases::*;
 pub use differential::{differential_against_reference, differential_run, Case, Op};
-pub use harness::{CrashableClient, Harness};
+pub use harness::{proxies, Crash, CrashableClient, Harness};
 pub use permits::*;
 pub use recipes::*;
 

@@ -10,6 +10,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::time::Instant;
 
+use super::harness::Crash;
 use super::unique_name;
 use crate::{AcquireOptions, DistributedRwLock, DistributedSemaphore, LockError, MAX_PERMITS};
 
@@ -18,6 +19,13 @@ use crate::{AcquireOptions, DistributedRwLock, DistributedSemaphore, LockError, 
 pub trait SemaphoreHarness: Send + Sync {
     /// A new client (its own connection or session).
     async fn semaphore(&self) -> Arc<dyn DistributedSemaphore>;
+
+    /// For a backend without leases ([`crate::Capabilities::lease`] false): a client that the
+    /// returned [`Crash`] cuts off from the store, and the longest a crashed holder may keep
+    /// its permit. The default panics: such a backend must supply one.
+    async fn crashable(&self) -> (Arc<dyn DistributedSemaphore>, Crash, Duration) {
+        panic!("a semaphore backend without leases must supply SemaphoreHarness::crashable")
+    }
 }
 
 /// What a backend supplies to run the read-write lock cases.
@@ -124,9 +132,13 @@ pub async fn semaphore_waiters_served_in_arrival_order(h: &dyn SemaphoreHarness)
     );
 }
 
-/// A permit whose lease runs out unrenewed frees its slot, and its guard reports it lost.
+/// A permit whose lease runs out unrenewed frees its slot, and its guard reports it lost; on a
+/// backend without leases, a crashed holder's permit is freed within the store's bound.
 pub async fn semaphore_expired_permit_frees(h: &dyn SemaphoreHarness) {
     let (a, b) = (h.semaphore().await, h.semaphore().await);
+    if !a.capabilities().lease {
+        return semaphore_crashed_holder_frees(h).await;
+    }
     let name = unique_name("sem-expiry");
     let short = AcquireOptions::new()
         .ttl(Duration::from_millis(500))
@@ -157,6 +169,40 @@ pub async fn semaphore_expired_permit_frees(h: &dyn SemaphoreHarness) {
     }
     g4.release().await.unwrap();
     drop((g, g3));
+}
+
+/// A holder cut off from the store (nothing released) frees its permit within the backend's
+/// bound; the next grant's token is greater, and the name then takes a new count.
+async fn semaphore_crashed_holder_frees(h: &dyn SemaphoreHarness) {
+    let (crashable, crash, bound) = h.crashable().await;
+    let b = h.semaphore().await;
+    let name = unique_name("sem-crash");
+    let g = crashable.acquire(&name, 1, &opts()).await.unwrap();
+    let first = g.fencing_token();
+    crash().await;
+    let crashed = Instant::now();
+    g.abandon();
+    let g2 = b
+        .acquire(
+            &name,
+            1,
+            &AcquireOptions::new().wait(bound + Duration::from_secs(5)),
+        )
+        .await
+        .expect("a crashed holder's permit stayed taken");
+    let took = crashed.elapsed();
+    assert!(
+        took <= bound,
+        "a crashed holder kept its permit {took:?} (bound {bound:?})"
+    );
+    assert!(g2.fencing_token() > first);
+    g2.release().await.unwrap();
+    let g3 = b
+        .try_acquire(&name, 3, &opts())
+        .await
+        .expect("a name whose only holder crashed kept its old count")
+        .expect("a crashed holder's permit stayed taken");
+    g3.release().await.unwrap();
 }
 
 /// A waiter cancelled mid-wait leaves no queued place behind: the next caller is not held up.
