@@ -37,15 +37,6 @@ macro_rules! connector {
 }
 
 macro_rules! backend {
-    ($feature:literal, $schemes:expr, $connect:path) => {
-        Backend {
-            schemes: $schemes,
-            feature: $feature,
-            connect: connector!($feature, $connect),
-            semaphore: None,
-            rwlock: None,
-        }
-    };
     ($feature:literal, $schemes:expr, $connect:path, $semaphore:path, $rwlock:path) => {
         Backend {
             schemes: $schemes,
@@ -95,7 +86,13 @@ pub fn backends() -> Vec<Backend> {
             lock_zk::connect_semaphore,
             lock_zk::connect_rwlock
         ),
-        backend!("etcd", &["etcd"], lock_etcd::connect),
+        backend!(
+            "etcd",
+            &["etcd"],
+            lock_etcd::connect,
+            lock_etcd::connect_semaphore,
+            lock_etcd::connect_rwlock
+        ),
     ]
 }
 

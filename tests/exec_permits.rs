@@ -1,7 +1,7 @@
 //! `distlock exec --max N` (a semaphore permit) and `--read` / `--write` (a read-write lock
 //! side) run as processes against the real stores (`scripts/services.sh up`): at most N
 //! commands at once, a writer never beside anyone while readers share — on Redis, SQLite row
-//! mode and ZooKeeper —, a mismatched count and a mode without the primitive refused with exit 64, and
+//! mode, ZooKeeper and etcd —, a mismatched count and a mode without the primitive refused with exit 64, and
 //! `inspect` reporting permits.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -62,13 +62,20 @@ fn events(marks: &Path) -> Vec<(u128, bool, String)> {
     ev
 }
 
-/// Redis, SQLite row mode in `dir`, and ZooKeeper (Curator's layouts).
-fn urls(dir: &Path) -> [String; 3] {
-    [
+/// Redis, SQLite row mode in `dir`, ZooKeeper (Curator's layouts), and etcd when built in.
+fn urls(dir: &Path) -> Vec<String> {
+    let mut urls = vec![
         redis_url(),
         format!("sqlite://{}/locks.db", dir.display()),
         std::env::var("DISTLOCK_TEST_ZK_URL").unwrap_or_else(|_| "zk://127.0.0.1:12181".into()),
-    ]
+    ];
+    if cfg!(feature = "etcd") {
+        urls.push(
+            std::env::var("DISTLOCK_TEST_ETCD_URL")
+                .unwrap_or_else(|_| "etcd://127.0.0.1:12379".into()),
+        );
+    }
+    urls
 }
 
 #[test]

@@ -93,6 +93,33 @@ pub fn other_count(name: &str, in_use: impl std::fmt::Display, asked: u32) -> Lo
     ))
 }
 
+/// How a store that keeps a semaphore's count beside each permit writes it (ZooKeeper's lease
+/// node data, etcd's permit key value): `max_count=N`, then the holder identity, if any, on
+/// the next line.
+///
+/// ```
+/// use lock_core::semaphore::{count_in_record, count_record};
+/// assert_eq!(count_record(4, Some("w1")), "max_count=4\nw1");
+/// assert_eq!(count_in_record(count_record(4, None).as_bytes()), Some(4));
+/// assert_eq!(count_in_record(b"10.0.0.7"), None); // a Curator lease's default data
+/// ```
+pub fn count_record(max_count: u32, holder: Option<&str>) -> String {
+    match holder {
+        Some(holder) => format!("max_count={max_count}\n{holder}"),
+        None => format!("max_count={max_count}"),
+    }
+}
+
+/// The count a [`count_record`] names (`None`: not one).
+pub fn count_in_record(data: &[u8]) -> Option<u32> {
+    let text = std::str::from_utf8(data).ok()?;
+    text.lines()
+        .next()?
+        .strip_prefix("max_count=")?
+        .parse()
+        .ok()
+}
+
 /// Checks what every semaphore call must pass before the store sees it.
 pub(crate) fn checked(name: &str, max_count: u32, opts: &AcquireOptions) -> Result<(), LockError> {
     attempt::checked(name, opts)?;

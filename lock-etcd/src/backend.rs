@@ -18,7 +18,7 @@ use crate::error::map;
 use crate::key::LockKeys;
 use crate::lease::EtcdLease;
 use crate::members::Members;
-use crate::queue::{wait_for_turn, Waited};
+use crate::queue::{wait_for_turn, Rule, Waited};
 
 /// An etcd lock client: one connection per member, one member in use at a time (see
 /// `members`).
@@ -89,22 +89,42 @@ impl EtcdLock {
         &self.cfg
     }
 
-    async fn acquire_inner(
+    /// The backend label (`etcd`, or `etcd-N` for N endpoints).
+    pub(crate) fn label(&self) -> &str {
+        &self.label
+    }
+
+    /// The members, one in use at a time.
+    pub(crate) fn members(&self) -> &Members {
+        &self.members
+    }
+
+    /// One acquisition for `name`: a key with `value` in `keys`' range, holding when `rule`
+    /// says so (a mutex: every earlier key of its own range gone).
+    pub(crate) async fn acquire_inner(
         &self,
         name: &str,
+        (keys, value, rule): (LockKeys, &str, Rule),
         opts: &AcquireOptions,
         how: Attempt,
     ) -> Result<Option<LockGuard>, LockError> {
-        let deadline = Deadline::after(opts.wait);
-        let keys = LockKeys::new(&self.cfg.prefix, name);
+        let deadline = if how == Attempt::Try {
+            // A try looks once.
+            Deadline::after(Some(std::time::Duration::ZERO))
+        } else {
+            Deadline::after(opts.wait)
+        };
+        // The enqueue transaction reads the first key of our own range: whether we hold, for
+        // a mutex.
+        let exact = matches!(&rule, Rule::After(r) if *r == keys.range);
         let mut me = Contender::grant(&self.members, keys, opts.ttl, &self.label, name).await?;
         // Until the guard owns it, the lease (and the key it carries) goes if we are dropped.
         let cleanup = Arc::new(me.clone()).cleanup();
-        let enqueued = me.enqueue().await?;
+        let enqueued = me.enqueue(value).await?;
         let me = Arc::new(me);
-        let (acquired_at, validity) = if enqueued.holder {
+        let (acquired_at, validity) = if exact && enqueued.holder {
             (me.granted_at, me.granted)
-        } else if how == Attempt::Try {
+        } else if exact && how == Attempt::Try {
             cleanup.run_now().await;
             return Ok(None);
         } else {
@@ -114,7 +134,7 @@ impl EtcdLock {
             let on_wake = move || {
                 wakeups.fetch_add(1, Ordering::SeqCst);
             };
-            match wait_for_turn(&me, &deadline, &gone, &on_wake).await? {
+            match wait_for_turn(&me, &rule, &deadline, &gone, &on_wake).await? {
                 Waited::TimedOut => {
                     drop(keeper);
                     cleanup.run_now().await;
@@ -192,7 +212,9 @@ impl LockBackend for EtcdLock {
         opts: &AcquireOptions,
         how: Attempt,
     ) -> Result<Option<LockGuard>, LockError> {
-        self.acquire_inner(name, opts, how).await
+        let keys = LockKeys::new(&self.cfg.prefix, name);
+        let rule = Rule::After(keys.range.clone());
+        self.acquire_inner(name, (keys, "", rule), opts, how).await
     }
 
     fn capabilities(&self) -> Capabilities {

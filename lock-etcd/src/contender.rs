@@ -131,8 +131,9 @@ impl Contender {
         }
     }
 
-    /// Puts our key under our lease (the transaction above) and records its create revision.
-    pub async fn enqueue(&mut self) -> Result<Enqueued, LockError> {
+    /// Puts our key with `value` under our lease (the transaction above) and records its
+    /// create revision.
+    pub async fn enqueue(&mut self, value: &str) -> Result<Enqueued, LockError> {
         let owner = || TxnOp::get(self.keys.range.clone(), Some(by_create(SortOrder::Ascend)));
         let txn = Txn::new()
             .when([Compare::create_revision(
@@ -143,7 +144,7 @@ impl Contender {
             .and_then([
                 TxnOp::put(
                     self.key.clone(),
-                    "",
+                    value,
                     Some(PutOptions::new().with_lease(self.lease)),
                 ),
                 owner(),

@@ -45,6 +45,27 @@ impl LockKeys {
         LockKeys { range }
     }
 
+    /// The range of another primitive of `name` (`tag`: `sem`, `rw`), and within it `sub`
+    /// (`lock/`, `leases/`, `read/`, `write/`, or empty for all of it):
+    /// `[<prefix>/]<segment>%<tag>/<sub>`. A name's segment writes every `%` as `%25` or
+    /// `%2F`, so `%sem` and `%rw` never come from a name: these ranges share no key with any
+    /// mutex range nor with each other.
+    ///
+    /// ```
+    /// use lock_etcd::key::LockKeys;
+    /// assert_eq!(LockKeys::tagged("", "jobs", "sem", "leases/").range, "jobs%sem/leases/");
+    /// assert_eq!(LockKeys::tagged("app", "a/b", "rw", "").range, "app/a%2Fb%rw/");
+    /// ```
+    pub fn tagged(prefix: &str, name: &str, tag: &str, sub: &str) -> Self {
+        let mut range = Self::new(prefix, name).range;
+        range.pop();
+        range.push('%');
+        range.push_str(tag);
+        range.push('/');
+        range.push_str(sub);
+        LockKeys { range }
+    }
+
     /// The key of the contender holding lease `lease`.
     pub fn contender(&self, lease: i64) -> String {
         format!("{}{lease:x}", self.range)
@@ -63,6 +84,34 @@ mod tests {
                 let (kx, ky) = (LockKeys::new("p", x), LockKeys::new("p", y));
                 let key_of_y = ky.contender(0x1f);
                 assert_eq!(key_of_y.starts_with(&kx.range), x == y, "{x:?} vs {y:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn no_primitive_shares_a_key_with_another() {
+        let names = ["a", "a%sem", "a%25sem", "a/b", "a%rw", "sem", "a%"];
+        let ranges = |n: &str| {
+            vec![
+                LockKeys::new("p", n),
+                LockKeys::tagged("p", n, "sem", "lock/"),
+                LockKeys::tagged("p", n, "sem", "leases/"),
+                LockKeys::tagged("p", n, "rw", "read/"),
+                LockKeys::tagged("p", n, "rw", "write/"),
+            ]
+        };
+        for x in names {
+            for (i, rx) in ranges(x).iter().enumerate() {
+                for y in names {
+                    for (j, ry) in ranges(y).iter().enumerate() {
+                        let key = ry.contender(0x1f);
+                        assert_eq!(
+                            key.starts_with(&rx.range),
+                            x == y && i == j,
+                            "{x:?}#{i} vs {y:?}#{j}"
+                        );
+                    }
+                }
             }
         }
     }

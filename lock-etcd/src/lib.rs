@@ -52,7 +52,9 @@
 //! # Layout
 //! * `backend.rs`: [`EtcdLock`] — connect, the acquisition and the one `LockBackend` impl.
 //! * `contender.rs`: one acquisition's lease and key, the enqueue transaction.
-//! * `queue.rs`: waiting for the predecessor's deletion.
+//! * `permits.rs`: the semaphore (an admission mutex and permit keys, as Curator's
+//!   `InterProcessSemaphoreV2`) and the read-write lock (etcd's `recipes.RWMutex` rule).
+//! * `queue.rs`: waiting for our turn (a predecessor's deletion, or a count).
 //! * `watch.rs`: the held key's deletion watcher behind `lost()`.
 //! * `lease.rs`: the store side of a guard (keep-alive, release).
 //! * `members.rs`: one connection per member, failover between them.
@@ -71,8 +73,10 @@ mod error;
 pub mod key;
 mod lease;
 mod members;
+mod permits;
 mod queue;
 mod watch;
 
 pub use backend::{connect, EtcdLock};
 pub use config::EtcdConfig;
+pub use permits::{connect_rwlock, connect_semaphore};

@@ -66,13 +66,29 @@ impl Members {
         key: impl Into<Vec<u8>>,
         from: i64,
     ) -> Result<WatchStream, Error> {
+        self.watch_with(key, WatchOptions::new().with_start_revision(from))
+            .await
+    }
+
+    /// [`Members::watch_from`] for every key starting with `prefix`.
+    pub async fn watch_prefix_from(
+        &self,
+        prefix: impl Into<Vec<u8>>,
+        from: i64,
+    ) -> Result<WatchStream, Error> {
+        let opts = WatchOptions::new().with_start_revision(from).with_prefix();
+        self.watch_with(prefix, opts).await
+    }
+
+    async fn watch_with(
+        &self,
+        key: impl Into<Vec<u8>>,
+        opts: WatchOptions,
+    ) -> Result<WatchStream, Error> {
         let key: Vec<u8> = key.into();
         self.run(|c| {
-            let key = key.clone();
-            async move {
-                let opts = WatchOptions::new().with_start_revision(from);
-                c.watch_client().watch(key, Some(opts)).await
-            }
+            let (key, opts) = (key.clone(), opts.clone());
+            async move { c.watch_client().watch(key, Some(opts)).await }
         })
         .await
     }

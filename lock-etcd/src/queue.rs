@@ -1,5 +1,10 @@
 //! Waiting for our turn: etcd's `waitDeletes`, without a herd.
 //!
+//! What a contender waits for is its [`Rule`]: a mutex's contender (and a read-write lock's
+//! writer) waits until every key created before its own is gone, a reader until every
+//! writer's key created before its own is gone (etcd's `recipes.RWMutex`), and a semaphore's
+//! admitter until fewer than `max_count` permits are out.
+//!
 //! A waiter looks up the key with the greatest create revision below its own
 //! (`WithLastCreate` + `WithMaxCreateRev(rev - 1)`, a linearizable read) and watches only that
 //! key, from the read's revision on, for its deletion; then it looks again. When no key below
@@ -28,6 +33,16 @@ pub(crate) fn recheck_every(granted: Duration) -> Duration {
     (granted / 2).min(Duration::from_secs(2))
 }
 
+/// What a contender waits for, over the keys created before its own.
+#[derive(Clone, Debug)]
+pub(crate) enum Rule {
+    /// Every key in this range created before ours gone. Watches the newest of them.
+    After(String),
+    /// Fewer than `n` keys in this range created before ours. Watches the range for any
+    /// deletion (only a semaphore's admitter waits so: one watcher per name).
+    Fewer(String, usize),
+}
+
 /// How a wait ended.
 pub(crate) enum Waited {
     /// No key below ours is left: we hold the lock.
@@ -36,23 +51,27 @@ pub(crate) enum Waited {
     TimedOut,
 }
 
-/// Waits until every key created before ours in the lock's range is gone, or `deadline`.
+/// Waits until `rule` lets us hold, or `deadline` (an expired deadline looks once: a try).
 /// `lease_gone` is set when our own lease expired meanwhile (then this returns an error).
-/// `on_wake` is called once per predecessor deletion seen.
+/// `on_wake` is called once per deletion seen that we waited for.
 pub(crate) async fn wait_for_turn(
     me: &Contender,
+    rule: &Rule,
     deadline: &Deadline,
     lease_gone: &LostSignal,
     on_wake: &(dyn Fn() + Send + Sync),
 ) -> Result<Waited, LockError> {
     let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(1));
     let mut last_answer = Instant::now();
+    let (range, limit) = match rule {
+        Rule::After(range) => (range.clone(), 1),
+        Rule::Fewer(range, n) => (range.clone(), *n),
+    };
     loop {
-        if deadline.expired() {
-            return Ok(Waited::TimedOut);
-        }
-        let opts = by_create(SortOrder::Descend).with_max_create_revision(me.rev - 1);
-        let range = me.keys.range.clone();
+        let opts = by_create(SortOrder::Descend)
+            .with_max_create_revision(me.rev - 1)
+            .with_limit(i64::try_from(limit).unwrap_or(i64::MAX));
+        let range = range.clone();
         let got = me
             .members
             .run(|c| {
@@ -71,17 +90,31 @@ pub(crate) async fn wait_for_turn(
         };
         last_answer = Instant::now();
         backoff.reset();
-        let Some(pred) = resp.kvs().first() else {
-            return Ok(Waited::Ours);
+        let watch_prefix = match rule {
+            Rule::After(_) => false,
+            Rule::Fewer(..) => true,
         };
+        let pred = match resp.kvs().first() {
+            Some(_) if watch_prefix && resp.kvs().len() < limit => return Ok(Waited::Ours),
+            Some(_) if watch_prefix => range.clone().into_bytes(),
+            Some(pred) => pred.key().to_vec(),
+            None => return Ok(Waited::Ours),
+        };
+        if deadline.expired() {
+            return Ok(Waited::TimedOut);
+        }
         // Watch from the revision after the read's: the deletion we wait for comes later than
         // the read that saw the key, and a watch that starts beyond the store's current
         // revision is "synced" at once, while one starting at or below it waits for etcd's
         // catch-up loop (every 100 ms) — which made every handoff ~100 ms.
         let from = resp.header().map_or(0, |h| h.revision()) + 1;
-        let pred = pred.key().to_vec();
         let watched = async {
-            let mut stream = match me.members.watch_from(pred, from).await {
+            let stream = if watch_prefix {
+                me.members.watch_prefix_from(pred, from).await
+            } else {
+                me.members.watch_from(pred, from).await
+            };
+            let mut stream = match stream {
                 Ok(s) => s,
                 Err(e) => {
                     tracing::debug!(backend = %me.label, name = %me.name, error = %e, "watching our predecessor failed; looking again");

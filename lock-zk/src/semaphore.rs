@@ -28,6 +28,7 @@
 
 use async_trait::async_trait;
 use lock_core::backend::{Attempt, Deadline, SemaphoreBackend};
+use lock_core::semaphore::{count_in_record, count_record};
 use lock_core::{AcquireOptions, Capabilities, LockError, LockGuard, SemaphoreInfo};
 use zookeeper_client::Error;
 
@@ -39,25 +40,6 @@ use crate::path::{lock_path, NodeKind};
 pub const LOCKS: &str = "locks";
 /// Curator's directory of the semaphore's leases.
 pub const LEASES: &str = "leases";
-/// How a distlock lease's data starts.
-const COUNT_TAG: &str = "max_count=";
-
-/// A distlock lease's data: the count, then the holder identity if any.
-fn lease_data(max_count: u32, opts: &AcquireOptions) -> Vec<u8> {
-    let mut data = format!("{COUNT_TAG}{max_count}");
-    if let Some(holder) = &opts.holder {
-        data.push('\n');
-        data.push_str(holder);
-    }
-    data.into_bytes()
-}
-
-/// The count a lease's data names (`None`: not a distlock lease).
-fn count_of(data: &[u8]) -> Option<u32> {
-    let text = std::str::from_utf8(data).ok()?;
-    text.lines().next()?.strip_prefix(COUNT_TAG)?.parse().ok()
-}
-
 impl ZkLock {
     /// The children of `dir` of `kind`, in order (none when `dir` does not exist).
     async fn nodes(&self, dir: &str, name: &str, kind: NodeKind) -> Result<Vec<String>, LockError> {
@@ -76,7 +58,7 @@ impl ZkLock {
         for lease in self.nodes(&leases, name, NodeKind::Lease).await? {
             match session.client.get_data(&format!("{leases}/{lease}")).await {
                 Ok((data, _)) => {
-                    if let Some(n) = count_of(&data) {
+                    if let Some(n) = count_in_record(&data) {
                         return Ok(Some(n));
                     }
                 }
@@ -106,7 +88,7 @@ impl ZkLock {
             name,
             dir: format!("{dir}/{LEASES}"),
             kind: NodeKind::Lease,
-            data: lease_data(max_count, opts),
+            data: count_record(max_count, opts.holder.as_deref()).into_bytes(),
             max_leases: max_count as usize,
         };
         self.acquire_inner(lease, opts, try_only).await
@@ -130,7 +112,7 @@ impl SemaphoreBackend for ZkLock {
             name,
             dir: format!("{dir}/{LOCKS}"),
             kind: NodeKind::Lock,
-            data: lease_data(max_count, opts),
+            data: count_record(max_count, opts.holder.as_deref()).into_bytes(),
             max_leases: 0,
         };
         let Some(admitter) = self.acquire_inner(mutex, opts, try_only).await? else {
@@ -173,30 +155,5 @@ impl SemaphoreBackend for ZkLock {
         let mut info = SemaphoreInfo::default();
         (info.max_count, info.holders, info.waiters) = (max_count, holders, waiters);
         Ok(info)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn lease_data_names_the_count() {
-        let opts = AcquireOptions::new().holder("worker-7");
-        assert_eq!(count_of(&lease_data(4, &opts)), Some(4));
-        assert_eq!(
-            count_of(&lease_data(100_000, &AcquireOptions::new())),
-            Some(100_000)
-        );
-        // Curator's default data (the process's address) and user data carry no count.
-        for foreign in [
-            &b"10.0.0.7"[..],
-            b"",
-            b"max_count=",
-            b"max_count=x",
-            b"\xff",
-        ] {
-            assert_eq!(count_of(foreign), None);
-        }
     }
 }

@@ -158,10 +158,21 @@ pub async fn semaphore_expired_permit_frees(h: &dyn SemaphoreHarness) {
     // Once every permit expired or was released, nothing of the name is left: a new count is
     // taken, even while the expired permit's guard still exists.
     let g3 = a.acquire(&name, 1, &short).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(800)).await;
-    let g4 = b
-        .try_acquire(&name, 3, &opts())
+    // The store may grant a longer lease than asked (etcd's minimum TTL): wait for the loss.
+    tokio::time::timeout(Duration::from_secs(5), g3.lost())
         .await
+        .expect("an unrenewed permit was not lost within 5 s");
+    // The guard counts its lease from before the store did: the store frees it a little
+    // later (etcd's leader revokes expired leases every 500 ms).
+    let mut g4 = b.try_acquire(&name, 3, &opts()).await;
+    for _ in 0..30 {
+        if matches!(g4, Ok(Some(_))) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        g4 = b.try_acquire(&name, 3, &opts()).await;
+    }
+    let g4 = g4
         .expect("a name whose only permit expired kept its old count")
         .expect("an expired permit stayed taken");
     if let Ok(info) = b.inspect(&name).await {
