@@ -53,7 +53,7 @@ where
     if !holder_identity {
         return Err(LockError::unsupported(
             backend,
-            "leader (this mode does not record holder identities; use a row-mode SQL, Redis, Redlock or ZooKeeper URL to observe leaders)",
+            "leader (this mode does not record holder identities; use a SQL, Redis, Redlock, ZooKeeper or etcd URL to observe leaders)",
         ));
     }
     let until = Instant::now() + IDENTITY_GRACE;

@@ -214,11 +214,17 @@ impl LockBackend for EtcdLock {
     ) -> Result<Option<LockGuard>, LockError> {
         let keys = LockKeys::new(&self.cfg.prefix, name);
         let rule = Rule::After(keys.range.clone());
-        self.acquire_inner(name, (keys, "", rule), opts, how).await
+        // The holder identity, if any, is the key's value (as `concurrency.Election` keeps
+        // its proposal): `inspect` and `leader()` read it from the holder's own key.
+        let value = opts.holder.as_deref().unwrap_or("");
+        self.acquire_inner(name, (keys, value, rule), opts, how)
+            .await
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::leased(Wakeup::Watch, true).with_queue_length(true)
+        Capabilities::leased(Wakeup::Watch, true)
+            .with_queue_length(true)
+            .with_holder_identity(true)
     }
 
     fn backend_name(&self) -> &str {
@@ -251,12 +257,15 @@ impl LockBackend for EtcdLock {
             .rsplit('/')
             .next()
             .map(str::to_owned);
+        let identity = (!holder.value().is_empty())
+            .then(|| String::from_utf8_lossy(holder.value()).into_owned());
         Ok(LockInfo::held(
             u64::try_from(holder.create_revision()).ok(),
             owner,
             None,
             Some(usize::try_from(count.saturating_sub(1)).unwrap_or(0)),
-        ))
+        )
+        .with_holder(identity))
     }
 }
 

@@ -13,6 +13,12 @@
 //! share keys; other names are used verbatim, as `etcdctl lock NAME` uses them) are in
 //! [`key`].
 //!
+//! # Holder identities
+//! An acquisition with a holder identity ([`lock_core::AcquireOptions::holder`], leader
+//! election) puts it as its key's value, as `concurrency.Election` keeps its proposal;
+//! `inspect` and `leader()` read it from the holder's own key, so they never name an earlier
+//! holder. (`etcdctl lock` leaves the value empty: such a holder has no identity.)
+//!
 //! # Fencing tokens
 //! The create revision of the holder's key. etcd's revision grows with every write to the
 //! cluster, and a later holder's key was created after every earlier holder's key (the holder

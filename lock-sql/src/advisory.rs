@@ -60,10 +60,11 @@ use tokio::sync::Mutex;
 use tokio::time::Instant;
 
 use crate::client::SqlClient;
-use crate::config::Dialect;
+use crate::config::{Dialect, Mode};
 use crate::error::{classify, is_connection_gone, map, Failure};
 use crate::for_update::bounds;
 use crate::held::Held;
+use crate::sessions::{self, Forget, SessionStatements};
 use crate::statements::{self, AdvisoryStatements};
 use crate::token;
 
@@ -111,6 +112,8 @@ const KEY_PROBES: i64 = 16;
 pub(crate) struct AdvisoryLock {
     client: Arc<SqlClient>,
     sql: Arc<AdvisoryStatements>,
+    /// Holder identities (see `sessions.rs`).
+    sessions: Option<SessionStatements>,
     registered: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
@@ -125,9 +128,12 @@ impl AdvisoryLock {
                 client.cfg.dialect.label()
             ))
         })?;
+        let sessions =
+            SessionStatements::new(client.cfg.dialect, Mode::Advisory, &client.cfg.table);
         Ok(AdvisoryLock {
             client,
             sql: Arc::new(sql),
+            sessions,
             registered: Default::default(),
         })
     }
@@ -310,6 +316,14 @@ impl LockBackend for AdvisoryLock {
             }
             // On error the session is dropped, so closed: the database frees the lock.
             let token = self.granted(&mut session, name, opts.ttl).await?;
+            let forget = match (&self.sessions, opts.holder.as_deref()) {
+                (Some(sessions), Some(holder)) => sessions
+                    .record(session.conn(), &self.client.pool, label, (name, token, holder))
+                    .await
+                    .inspect_err(|e| tracing::warn!(backend = %label, name, error = %e, "could not record the holder identity"))
+                    .ok(),
+                _ => None,
+            };
             let idle = bounds::idle_bound(opts.ttl);
             let started = GuardParts {
                 name: name.to_owned(),
@@ -321,6 +335,7 @@ impl LockBackend for AdvisoryLock {
                 validity: Some(idle),
                 lease: Arc::new(AdvisoryLease {
                     session: Mutex::new(Some(session)),
+                    forget,
                     sql: Arc::clone(&self.sql),
                     held: Held::new(name, label, "advisory lock", idle),
                 }),
@@ -371,6 +386,8 @@ impl LockBackend for AdvisoryLock {
 /// The store side of an advisory guard: the session holding the lock.
 struct AdvisoryLease {
     session: Mutex<Option<Session>>,
+    /// The holder identity's record, deleted before the unlock.
+    forget: Option<Forget>,
     sql: Arc<AdvisoryStatements>,
     held: Held,
 }
@@ -391,6 +408,15 @@ impl Lease for AdvisoryLease {
         let Some(mut session) = self.session.lock().await.take() else {
             return Err(held.gone());
         };
+        if let Some(f) = &self.forget {
+            if let Err(e) = sessions::forget(session.conn(), f).await {
+                // The record must not outlive the hold on a connection that lives on: close it
+                // (dropping the session), which frees the lock.
+                tracing::warn!(backend = %held.label, name = %held.name, error = %e, "could not delete the holder identity's record; closing the lock's connection instead");
+                drop(session);
+                return Ok(());
+            }
+        }
         let q = sqlx::query(AssertSqlSafe(self.sql.unlock.as_str())).bind(held.name.as_str());
         // On any failure the session is dropped, so closed: the database frees the lock.
         match fetch_i64(q, session.conn()).await {

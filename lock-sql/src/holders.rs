@@ -13,9 +13,8 @@
 //! sent while it exists, as for the lock tables). It keeps one row per name ever taken with an
 //! identity, like the fencing counters.
 //!
-//! for_update and advisory modes cannot tell which acquisition holds a lock from another
-//! session (their `inspect` knows no token), so they record no identity and answer `leader()`
-//! with `Unsupported` ([`lock_core::Capabilities::holder_identity`] is `false`).
+//! for_update and advisory modes record identities by holding session instead (see
+//! `sessions.rs`): their `inspect` knows no token of its own.
 
 use lock_core::LockError;
 use sqlx::{AnyPool, AssertSqlSafe, Row};
@@ -118,7 +117,7 @@ impl HolderStatements {
 }
 
 /// PostgreSQL `42P01`, MySQL/MariaDB 1146, SQLite "no such table".
-fn is_missing_table(e: &sqlx::Error) -> bool {
+pub(crate) fn is_missing_table(e: &sqlx::Error) -> bool {
     match e {
         sqlx::Error::Database(db) => {
             db.code()

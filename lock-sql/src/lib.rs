@@ -101,6 +101,8 @@
 //! | `for_update/mod.rs` | for_update mode: its acquire loop, `inspect`, and the guard's lease (the open transaction) |
 //! | `advisory.rs` | advisory mode: the key of a name, its acquire loop, `inspect`, and the guard's lease (the session holding the advisory lock) |
 //! | `held.rs` | for_update and advisory: a lock held by one connection, its loss and its liveness ping |
+//! | `holders.rs` | row mode: holder identities (`<table>_holders`), read by `inspect` and `leader()` |
+//! | `sessions.rs` | for_update and advisory: holder identities by holding session (`<table>_sessions`), checked against the database's own view of who holds |
 //! | `for_update/bounds.rs` | for_update and advisory: the database's idle and lock-wait bounds on the lock session, rounded never to end early |
 //! | `notify.rs` | row mode on PostgreSQL: the shared `LISTEN` connection that wakes waiters on release |
 //! | `permits/` | row mode's semaphore and read-write lock ([`connect_semaphore`], [`connect_rwlock`]): `admit.rs` the admission transaction and its one rule, `acquire.rs` the waiting loop, `lease.rs` a holder's renewal and release, `wake.rs` local wake-ups, `impls.rs` the trait impls; `statements/permits.rs` their SQL |
@@ -119,6 +121,7 @@ mod lock;
 mod notify;
 mod permits;
 mod row;
+mod sessions;
 mod statements;
 mod token;
 

@@ -16,6 +16,7 @@ use crate::config::{Mode, SqlConfig};
 use crate::for_update::ForUpdateLock;
 use crate::holders::HolderStatements;
 use crate::row::RowLock;
+use crate::sessions::SessionStatements;
 use crate::statements::PermitStatements;
 
 /// A distributed lock on one SQL database: one client with its own connection pool, in the
@@ -26,8 +27,10 @@ pub struct SqlLock {
     client: Arc<SqlClient>,
     /// The mode's implementation, over `client`.
     mode: Box<dyn LockBackend>,
-    /// Holder identities: row mode only (see `holders.rs`).
+    /// Holder identities: row mode (see `holders.rs`).
     holders: Option<HolderStatements>,
+    /// Holder identities: for_update and advisory modes (see `sessions.rs`).
+    sessions: Option<SessionStatements>,
     /// The semaphore and read-write lock statements, once their tables exist (`permits/`).
     permits: tokio::sync::OnceCell<Arc<PermitStatements>>,
 }
@@ -59,10 +62,13 @@ impl SqlLock {
         };
         let holders = (client.cfg.mode == Mode::Row)
             .then(|| HolderStatements::new(client.cfg.dialect, &client.cfg.table));
+        let sessions =
+            SessionStatements::new(client.cfg.dialect, client.cfg.mode, &client.cfg.table);
         Ok(SqlLock {
             client,
             mode,
             holders,
+            sessions,
             permits: tokio::sync::OnceCell::new(),
         })
     }
@@ -115,7 +121,7 @@ impl LockBackend for SqlLock {
     fn capabilities(&self) -> Capabilities {
         self.mode
             .capabilities()
-            .with_holder_identity(self.holders.is_some())
+            .with_holder_identity(self.holders.is_some() || self.sessions.is_some())
     }
 
     fn backend_name(&self) -> &str {
@@ -124,6 +130,15 @@ impl LockBackend for SqlLock {
 
     async fn inspect(&self, name: &str) -> Result<LockInfo, LockError> {
         let info = self.mode.inspect(name).await?;
+        if let (Some(sessions), true) = (&self.sessions, info.held) {
+            let (pool, label) = (&self.client.pool, &self.client.label);
+            return Ok(match sessions.current(pool, label, name).await? {
+                Some((token, holder)) => {
+                    LockInfo::held(Some(token), None, None, info.waiters).with_holder(Some(holder))
+                }
+                None => info,
+            });
+        }
         match (&self.holders, info.held, info.fencing_token) {
             (Some(holders), true, Some(token)) => {
                 let (pool, label) = (&self.client.pool, &self.client.label);

@@ -31,9 +31,10 @@ use tokio::sync::Mutex;
 use tokio::time::Instant;
 
 use crate::client::SqlClient;
-use crate::config::Dialect;
+use crate::config::{Dialect, Mode};
 use crate::error::{classify, is_connection_gone, map, Failure};
 use crate::held::Held;
+use crate::sessions::{self, Forget, SessionStatements};
 use crate::statements::{self, ForUpdateStatements};
 use crate::token;
 
@@ -86,6 +87,8 @@ impl Budget {
 pub(crate) struct ForUpdateLock {
     client: Arc<SqlClient>,
     sql: ForUpdateStatements,
+    /// Holder identities (see `sessions.rs`).
+    sessions: Option<SessionStatements>,
 }
 
 impl ForUpdateLock {
@@ -100,7 +103,13 @@ impl ForUpdateLock {
                     client.cfg.dialect.label()
                 ))
             })?;
-        Ok(ForUpdateLock { client, sql })
+        let sessions =
+            SessionStatements::new(client.cfg.dialect, Mode::ForUpdate, &client.cfg.table);
+        Ok(ForUpdateLock {
+            client,
+            sql,
+            sessions,
+        })
     }
 
     /// A transaction on a pooled connection, for lock `name`.
@@ -128,6 +137,25 @@ impl ForUpdateLock {
             .execute(&mut **tx)
             .await
             .map(|_| ())
+    }
+
+    /// Records the holder identity of `opts`, if any, for the lock `tx` holds with `token`:
+    /// what release must delete, or `None` (nothing to record, or it failed: the lock is held
+    /// all the same, and `leader()` reports the missing identity).
+    async fn record_holder(
+        &self,
+        tx: &mut Transaction<'static, Any>,
+        name: &str,
+        token: u64,
+        opts: &AcquireOptions,
+    ) -> Option<Forget> {
+        let (sessions, holder) = (self.sessions.as_ref()?, opts.holder.as_deref()?);
+        let (pool, label) = (&self.client.pool, &self.client.label);
+        sessions
+            .record(tx, pool, label, (name, token, holder))
+            .await
+            .inspect_err(|e| tracing::warn!(backend = %label, name, error = %e, "could not record the holder identity"))
+            .ok()
     }
 
     /// Locks the row of `name` in `tx` (without waiting when `nowait`) and draws its fencing
@@ -223,6 +251,7 @@ impl LockBackend for ForUpdateLock {
             };
             let next = match outcome {
                 Ok(Some(token)) => {
+                    let forget = self.record_holder(&mut tx, name, token, opts).await;
                     // The database's idle bound counts from the last statement; a waiter that
                     // waited long starts with one more round trip that resets it (see
                     // `GuardParts::start`).
@@ -236,6 +265,7 @@ impl LockBackend for ForUpdateLock {
                         validity: Some(bounds::idle_bound(opts.ttl)),
                         lease: Arc::new(ForUpdateLease {
                             tx: Mutex::new(Some(tx)),
+                            forget,
                             ping: self.sql.ping,
                             held: Held::new(name, label, "row lock", bounds::idle_bound(opts.ttl)),
                         }),
@@ -333,6 +363,8 @@ impl LockBackend for ForUpdateLock {
 /// The store side of a for_update guard: the open transaction holding the row lock.
 struct ForUpdateLease {
     tx: Mutex<Option<Transaction<'static, Any>>>,
+    /// The holder identity's record, deleted in the transaction before it commits.
+    forget: Option<Forget>,
     /// The liveness check run in the transaction.
     ping: &'static str,
     held: Held,
@@ -353,9 +385,14 @@ impl Lease for ForUpdateLease {
 
     async fn release(&self) -> Result<(), LockError> {
         let held = &self.held;
-        let Some(tx) = self.tx.lock().await.take() else {
+        let Some(mut tx) = self.tx.lock().await.take() else {
             return Err(held.gone());
         };
+        if let Some(f) = &self.forget {
+            if let Err(e) = sessions::forget(&mut tx, f).await {
+                tracing::warn!(backend = %held.label, name = %held.name, error = %e, "could not delete the holder identity's record");
+            }
+        }
         tx.commit().await.map_err(|e| {
             if is_connection_gone(&e) || matches!(e, sqlx::Error::Database(_)) {
                 held.lost(&e)
