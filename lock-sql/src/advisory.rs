@@ -51,7 +51,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use lock_core::backend::{Attempt, Deadline, GuardParts, Lease, LockBackend, LostSignal};
 use lock_core::{
-    AcquireOptions, Capabilities, CrashRelease, LockError, LockGuard, LockInfo, Wakeup,
+    Access, AcquireOptions, Capabilities, CrashRelease, LockError, LockGuard, LockInfo, Wakeup,
 };
 use sqlx::pool::PoolConnection;
 use sqlx::AssertSqlSafe;
@@ -65,7 +65,7 @@ use crate::error::{classify, is_connection_gone, map, Failure};
 use crate::for_update::bounds;
 use crate::held::Held;
 use crate::sessions::{self, Forget, SessionStatements};
-use crate::statements::{self, AdvisoryStatements};
+use crate::statements::{self, AdvisoryStatements, LockTexts};
 use crate::token;
 
 /// MySQL: the longest wait of one `GET_LOCK` call (s); longer and endless waits repeat it.
@@ -112,6 +112,10 @@ const KEY_PROBES: i64 = 16;
 pub(crate) struct AdvisoryLock {
     client: Arc<SqlClient>,
     sql: Arc<AdvisoryStatements>,
+    /// The kind of lock this client takes: the mutex's, or one side of the read-write lock.
+    texts: LockTexts,
+    /// Tells this kind's in-process waiting queue apart from the other kinds' of a name.
+    queue_tag: &'static str,
     /// Holder identities (see `sessions.rs`).
     sessions: Option<SessionStatements>,
     registered: std::sync::Mutex<std::collections::HashSet<String>>,
@@ -130,12 +134,55 @@ impl AdvisoryLock {
         })?;
         let sessions =
             SessionStatements::new(client.cfg.dialect, Mode::Advisory, &client.cfg.table);
+        let texts = LockTexts {
+            lock: sql.lock.clone(),
+            try_lock: sql.try_lock.clone(),
+            unlock: sql.unlock.clone(),
+        };
         Ok(AdvisoryLock {
             client,
             sql: Arc::new(sql),
+            texts,
+            queue_tag: "",
             sessions,
             registered: Default::default(),
         })
+    }
+
+    /// One side of the name's read-write lock (PostgreSQL; `None` on MySQL/MariaDB, whose
+    /// `GET_LOCK` has no shared mode). Records no holder identities.
+    pub(crate) fn side(client: Arc<SqlClient>, access: Access) -> Result<Option<Self>, LockError> {
+        let mut lock = Self::new(client)?;
+        let Some(rw) = lock.sql.rw.clone() else {
+            return Ok(None);
+        };
+        lock.texts = match access {
+            Access::Read => rw.read,
+            Access::Write => rw.write,
+        };
+        lock.queue_tag = "\0rw";
+        lock.sessions = None;
+        Ok(Some(lock))
+    }
+
+    /// The read-write lock's state of `name`: (readers, writers, waiting), from `pg_locks`.
+    pub(crate) async fn rw_state(&self, name: &str) -> Result<(usize, usize, usize), LockError> {
+        let label = &self.client.label;
+        let m = |e| map(e, label, Some(name));
+        let Some(rw) = &self.sql.rw else {
+            return Err(LockError::unsupported(label, "read-write lock"));
+        };
+        self.ensure_key(name).await?;
+        let row = sqlx::query(AssertSqlSafe(rw.state.as_str()))
+            .bind(name)
+            .fetch_one(&self.client.pool)
+            .await
+            .map_err(m)?;
+        let n = |i: usize| -> Result<usize, LockError> {
+            let v: i64 = row.try_get(i).map_err(m)?;
+            Ok(usize::try_from(v).unwrap_or(0))
+        };
+        Ok((n(0)?, n(1)?, n(2)?))
     }
 
     /// PostgreSQL: makes sure `name` has a key in the registry (its digest's first 8 bytes, or
@@ -211,7 +258,7 @@ impl AdvisoryLock {
         let conn = &mut **session.conn();
         let granted = if nowait {
             fetch_i64(
-                sqlx::query(AssertSqlSafe(self.sql.try_lock.as_str())).bind(name),
+                sqlx::query(AssertSqlSafe(self.texts.try_lock.as_str())).bind(name),
                 conn,
             )
             .await
@@ -224,7 +271,7 @@ impl AdvisoryLock {
                 .await
                 .map_err(c)?;
             fetch_i64(
-                sqlx::query(AssertSqlSafe(self.sql.lock.as_str())).bind(name),
+                sqlx::query(AssertSqlSafe(self.texts.lock.as_str())).bind(name),
                 conn,
             )
             .await
@@ -233,7 +280,7 @@ impl AdvisoryLock {
             let secs = remaining.map_or(MYSQL_WAIT_SLICE_SECS, |r| {
                 r.as_secs_f64().clamp(0.001, MYSQL_WAIT_SLICE_SECS)
             });
-            let q = sqlx::query(AssertSqlSafe(self.sql.lock.as_str()))
+            let q = sqlx::query(AssertSqlSafe(self.texts.lock.as_str()))
                 .bind(name)
                 .bind(secs);
             fetch_i64(q, conn).await.map_err(c)?
@@ -293,7 +340,8 @@ impl LockBackend for AdvisoryLock {
         // One pooled connection per process waits in the database's lock queue instead of one
         // per waiting task.
         self.ensure_key(name).await?;
-        let _turn = self.client.local_turn(name, try_only, &deadline).await;
+        let queued = format!("{name}{}", self.queue_tag);
+        let _turn = self.client.local_turn(&queued, try_only, &deadline).await;
         // Dropped (closed) if this future is dropped: a lock granted meanwhile is freed.
         let mut session = self.session(name).await?;
         loop {
@@ -336,6 +384,7 @@ impl LockBackend for AdvisoryLock {
                 lease: Arc::new(AdvisoryLease {
                     session: Mutex::new(Some(session)),
                     forget,
+                    unlock: self.texts.unlock.clone(),
                     sql: Arc::clone(&self.sql),
                     held: Held::new(name, label, "advisory lock", idle),
                 }),
@@ -388,6 +437,8 @@ struct AdvisoryLease {
     session: Mutex<Option<Session>>,
     /// The holder identity's record, deleted before the unlock.
     forget: Option<Forget>,
+    /// The statement that gives the lock back.
+    unlock: String,
     sql: Arc<AdvisoryStatements>,
     held: Held,
 }
@@ -417,7 +468,7 @@ impl Lease for AdvisoryLease {
                 return Ok(());
             }
         }
-        let q = sqlx::query(AssertSqlSafe(self.sql.unlock.as_str())).bind(held.name.as_str());
+        let q = sqlx::query(AssertSqlSafe(self.unlock.as_str())).bind(held.name.as_str());
         // On any failure the session is dropped, so closed: the database frees the lock.
         match fetch_i64(q, session.conn()).await {
             Ok(1) => {}

@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use lock_core::backend::{Attempt, LockBackend};
-use lock_core::{AcquireOptions, Capabilities, DistributedLock, LockError, LockGuard, LockInfo};
+use lock_core::{
+    Access, AcquireOptions, Capabilities, DistributedLock, LockError, LockGuard, LockInfo,
+};
 use sqlx::AnyPool;
 
 use crate::advisory::AdvisoryLock;
@@ -31,6 +33,8 @@ pub struct SqlLock {
     holders: Option<HolderStatements>,
     /// Holder identities: for_update and advisory modes (see `sessions.rs`).
     sessions: Option<SessionStatements>,
+    /// Advisory mode on PostgreSQL: the read-write lock's read and write sides.
+    advisory_rw: Option<[AdvisoryLock; 2]>,
     /// The semaphore and read-write lock statements, once their tables exist (`permits/`).
     permits: tokio::sync::OnceCell<Arc<PermitStatements>>,
 }
@@ -64,11 +68,21 @@ impl SqlLock {
             .then(|| HolderStatements::new(client.cfg.dialect, &client.cfg.table));
         let sessions =
             SessionStatements::new(client.cfg.dialect, client.cfg.mode, &client.cfg.table);
+        let advisory_rw = match client.cfg.mode {
+            Mode::Advisory => {
+                let side = |access| AdvisoryLock::side(Arc::clone(&client), access);
+                side(Access::Read)?
+                    .zip(side(Access::Write)?)
+                    .map(|(r, w)| [r, w])
+            }
+            _ => None,
+        };
         Ok(SqlLock {
             client,
             mode,
             holders,
             sessions,
+            advisory_rw,
             permits: tokio::sync::OnceCell::new(),
         })
     }
@@ -81,6 +95,12 @@ impl SqlLock {
     /// The connected client.
     pub(crate) fn client(&self) -> &Arc<SqlClient> {
         &self.client
+    }
+
+    /// Advisory mode on PostgreSQL: the read-write lock's side for `access`.
+    pub(crate) fn advisory_side(&self, access: Access) -> Option<&AdvisoryLock> {
+        let sides = self.advisory_rw.as_ref()?;
+        Some(&sides[usize::from(access == Access::Write)])
     }
 
     /// Where the semaphore and read-write lock statements are kept once set up.

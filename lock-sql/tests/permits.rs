@@ -64,25 +64,33 @@ mod sqlite_rwlock {
     lock_core::rwlock_suite!(super::Row(super::sqlite));
 }
 
-/// for_update and advisory modes do not offer either yet: a typed error naming `mode=row`,
-/// never a leased stand-in.
+/// PostgreSQL advisory mode offers the read-write lock (shared and exclusive advisory locks).
+fn postgres_advisory() -> String {
+    format!("{}?mode=advisory", postgres_url())
+}
+
+mod postgres_advisory_rwlock {
+    lock_core::rwlock_suite!(super::Row(super::postgres_advisory));
+}
+
+/// The modes without a semaphore or read-write lock refuse with a typed error naming where
+/// they are offered, never a leased stand-in: for_update (both), advisory's semaphore, and
+/// advisory's read-write lock on MySQL/MariaDB (`GET_LOCK` has no shared mode).
 #[tokio::test]
-async fn for_update_and_advisory_refuse_with_unsupported() {
+async fn modes_without_the_primitive_refuse_with_unsupported() {
     for base in [postgres_url(), mysql_url()] {
         for mode in ["for_update", "advisory"] {
             let url = format!("{base}?mode={mode}");
-            for e in [
-                lock_sql::connect_semaphore(&url)
-                    .await
-                    .map(drop)
-                    .unwrap_err(),
-                lock_sql::connect_rwlock(&url).await.map(drop).unwrap_err(),
-            ] {
+            let mut refused = vec![lock_sql::connect_semaphore(&url).await.map(drop)];
+            if !(mode == "advisory" && base == postgres_url()) {
+                refused.push(lock_sql::connect_rwlock(&url).await.map(drop));
+            }
+            for e in refused {
                 match e {
-                    LockError::Unsupported { operation, .. } => {
+                    Err(LockError::Unsupported { operation, .. }) => {
                         assert!(operation.contains("mode=row"), "{url}: {operation}")
                     }
-                    other => panic!("{url}: {other}"),
+                    other => panic!("{url}: {other:?}"),
                 }
             }
         }
@@ -93,4 +101,35 @@ async fn for_update_and_advisory_refuse_with_unsupported() {
         .await
         .unwrap_err();
     assert!(matches!(e, LockError::Unsupported { .. }), "{e}");
+    let e = lock
+        .try_read("x", &AcquireOptions::new())
+        .await
+        .unwrap_err();
+    assert!(matches!(e, LockError::Unsupported { .. }), "{e}");
+}
+
+/// On PostgreSQL advisory, a read-write lock and a mutex of one name never meet: the mutex
+/// locks the name's key in the `bigint` key space, the read-write lock in the two-`int` one.
+#[tokio::test]
+async fn postgres_advisory_rwlock_and_mutex_of_one_name_are_apart() {
+    use lock_core::DistributedLock;
+    let lock = support::connect_or_explain(&postgres_advisory()).await;
+    let name = format!("apart-{}", &lock_core::backend::owner_token()[..8]);
+    let o = AcquireOptions::new();
+    let m = DistributedLock::try_acquire(&lock, &name, &o)
+        .await
+        .unwrap()
+        .expect("mutex");
+    let w = lock
+        .try_write(&name, &o)
+        .await
+        .unwrap()
+        .expect("a writer beside the mutex");
+    assert!(DistributedLock::try_acquire(&lock, &name, &o)
+        .await
+        .unwrap()
+        .is_none());
+    assert!(lock.try_read(&name, &o).await.unwrap().is_none());
+    w.release().await.unwrap();
+    m.release().await.unwrap();
 }

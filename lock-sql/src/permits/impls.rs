@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use lock_core::backend::{owner_token, Attempt, RwLockBackend, SemaphoreBackend};
+use lock_core::backend::{owner_token, Attempt, LockBackend, RwLockBackend, SemaphoreBackend};
 use lock_core::{
     Access, AcquireOptions, Capabilities, DistributedRwLock, DistributedSemaphore, LockError,
     LockGuard, RwLockInfo, SemaphoreInfo, Wakeup,
@@ -40,7 +40,9 @@ impl SqlLock {
         if client.cfg.mode != Mode::Row {
             return Err(LockError::unsupported(
                 &client.label,
-                format!("{what} (offered in mode=row only, for now)"),
+                format!(
+                    "{what} (offered in mode=row, and for a read-write lock in mode=advisory on PostgreSQL)"
+                ),
             ));
         }
         self.permit_cell()
@@ -178,6 +180,9 @@ impl RwLockBackend for SqlLock {
         opts: &AcquireOptions,
         how: Attempt,
     ) -> Result<Option<LockGuard>, LockError> {
+        if let Some(side) = self.advisory_side(access) {
+            return LockBackend::attempt(side, name, opts, how).await;
+        }
         let kind = match access {
             Access::Read => "R",
             Access::Write => "W",
@@ -188,7 +193,10 @@ impl RwLockBackend for SqlLock {
     }
 
     fn capabilities(&self) -> Capabilities {
-        capabilities()
+        match self.advisory_side(Access::Read) {
+            Some(side) => LockBackend::capabilities(side),
+            None => capabilities(),
+        }
     }
 
     fn backend_name(&self) -> &str {
@@ -196,6 +204,12 @@ impl RwLockBackend for SqlLock {
     }
 
     async fn inspect(&self, name: &str) -> Result<RwLockInfo, LockError> {
+        if let Some(side) = self.advisory_side(Access::Read) {
+            let (readers, writers, waiting) = side.rw_state(name).await?;
+            let mut info = RwLockInfo::default();
+            (info.readers, info.writer, info.waiters) = (readers, writers > 0, waiting);
+            return Ok(info);
+        }
         let p = self.permit_peek("read-write lock", name, "rw").await?;
         let mut info = RwLockInfo::default();
         info.readers = p.shared;
@@ -215,12 +229,16 @@ pub async fn connect_semaphore(url: &str) -> Result<Arc<dyn DistributedSemaphore
     Ok(Arc::new(lock))
 }
 
-/// Connects a read-write lock from a SQL URL (`mode=row`, the default).
+/// Connects a read-write lock from a SQL URL: row mode (the default), or advisory mode on
+/// PostgreSQL (`pg_advisory_lock_shared` / `pg_advisory_lock`).
 ///
 /// # Errors
-/// As [`connect_semaphore`].
+/// As [`crate::connect`]; [`LockError::Unsupported`] in for_update mode and in advisory mode on
+/// MySQL/MariaDB (`GET_LOCK` has no shared mode).
 pub async fn connect_rwlock(url: &str) -> Result<Arc<dyn DistributedRwLock>, LockError> {
     let lock = SqlLock::connect(SqlConfig::from_url(url)?).await?;
-    lock.permits("read-write lock").await?;
+    if lock.advisory_side(Access::Read).is_none() {
+        lock.permits("read-write lock").await?;
+    }
     Ok(Arc::new(lock))
 }

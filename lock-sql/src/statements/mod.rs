@@ -19,7 +19,7 @@ mod sqlite;
 
 pub(crate) use permits::{permits, PermitStatements};
 pub(crate) use sets::{
-    AdvisoryStatements, ClientStatements, ForUpdateStatements, RowStatements, TokenDraw,
+    AdvisoryStatements, ClientStatements, ForUpdateStatements, LockTexts, RowStatements, TokenDraw,
 };
 
 use crate::config::{Dialect, Mode};

@@ -146,6 +146,7 @@ pub(crate) fn advisory(t: &str) -> AdvisoryStatements {
         idle: advisory_idle,
         reset: "SET SESSION wait_timeout = @@GLOBAL.wait_timeout",
         ping: "SELECT 1",
+        rw: None,
     }
 }
 

@@ -3,7 +3,8 @@
 //! session-level advisory locks on a 64-bit key and the same token sequence.
 
 use super::sets::{
-    AdvisoryStatements, ClientStatements, Ddl, ForUpdateStatements, RowStatements, TokenDraw,
+    AdvisoryStatements, ClientStatements, Ddl, ForUpdateStatements, LockTexts, RowStatements,
+    RwTexts, TokenDraw,
 };
 use crate::config::Mode;
 
@@ -180,5 +181,36 @@ pub(crate) fn advisory(t: &str) -> AdvisoryStatements {
         reset:
             "RESET lock_timeout; RESET client_connection_check_interval; RESET idle_session_timeout",
         ping: "SELECT 1",
+        rw: Some(advisory_rw(t)),
+    }
+}
+
+/// The read-write lock on the name's registered key split into two `int`s: the high half, and
+/// the low half shifted into `int`'s range (both one-to-one).
+fn advisory_rw(t: &str) -> RwTexts {
+    let key = advisory_key(t);
+    let pair =
+        format!("CAST(({key} >> 32) AS INT), CAST((({key} & 4294967295) - 2147483648) AS INT)");
+    let texts = |shared: &str| LockTexts {
+        lock: format!("SELECT CAST(length(pg_advisory_lock{shared}({pair})::text) + 1 AS BIGINT)"),
+        try_lock: format!(
+            "SELECT CAST(CAST(pg_try_advisory_lock{shared}({pair}) AS INT) AS BIGINT)"
+        ),
+        unlock: format!("SELECT CAST(CAST(pg_advisory_unlock{shared}({pair}) AS INT) AS BIGINT)"),
+    };
+    RwTexts {
+        read: texts("_shared"),
+        write: texts(""),
+        // Two ints show in pg_locks as classid and objid (as unsigned oids), objsubid 2.
+        state: format!(
+            "WITH k AS (SELECT {key} AS k) SELECT \
+             CAST(count(*) FILTER (WHERE granted AND mode = 'ShareLock') AS BIGINT), \
+             CAST(count(*) FILTER (WHERE granted AND mode = 'ExclusiveLock') AS BIGINT), \
+             CAST(count(*) FILTER (WHERE NOT granted) AS BIGINT) FROM pg_locks, k \
+             WHERE locktype = 'advisory' AND objsubid = 2 \
+             AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
+             AND classid = ((k.k >> 32) & 4294967295)::oid \
+             AND objid = (((k.k & 4294967295) - 2147483648) & 4294967295)::oid"
+        ),
     }
 }

@@ -157,4 +157,29 @@ pub(crate) struct AdvisoryStatements {
     pub reset: &'static str,
     /// The guard's liveness check on its session.
     pub ping: &'static str,
+    /// PostgreSQL: the read-write lock's statements. `None` on MySQL: `GET_LOCK` has no
+    /// shared mode.
+    pub rw: Option<RwTexts>,
+}
+
+/// The statements that take and give back one kind of advisory lock on a name (bound first),
+/// answering as [`AdvisoryStatements::lock`], `try_lock` and `unlock` do.
+#[derive(Debug, Clone)]
+pub(crate) struct LockTexts {
+    pub lock: String,
+    pub try_lock: String,
+    pub unlock: String,
+}
+
+/// PostgreSQL advisory read-write lock: shared (`read`) and exclusive (`write`) locks on the
+/// name's registered key in the two-`int` key space (`objsubid` 2 in `pg_locks`), apart from the
+/// mutex's `bigint` one, so a read-write lock and a mutex of one name never meet. PostgreSQL's
+/// lock manager queues a request behind any waiting request it conflicts with: a reader that
+/// comes after a waiting writer waits behind it.
+#[derive(Debug, Clone)]
+pub(crate) struct RwTexts {
+    pub read: LockTexts,
+    pub write: LockTexts,
+    /// One row: readers holding, writers holding, requests waiting (three BIGINTs).
+    pub state: String,
 }
