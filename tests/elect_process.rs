@@ -1,8 +1,8 @@
 //! `distlock elect` and `distlock leader` as processes: one leader at a time runs CMD, a
 //! finished leader hands over, a lost leadership terminates CMD's process group with exit 70,
 //! `leader` names the leader (text and JSON) or exits 3, and bad input exits 64. On an SQLite
-//! file (row mode, which records leader identities) and on PostgreSQL `for_update` (which does
-//! not: `leader` exits 64 naming the limitation). Linux only: the tests read `/proc`.
+//! file (row mode) and on PostgreSQL `for_update` (identities by holding session). Linux only:
+//! the tests read `/proc`.
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -145,7 +145,7 @@ fn lost_leadership_terminates_cmds_group_and_exits_70() {
 }
 
 #[test]
-fn bad_input_and_unsupported_leader_exit_64_and_wait_exits_75() {
+fn bad_input_exits_64_wait_exits_75_and_for_update_names_its_leader() {
     let dir = tmp("bad");
     let url = sqlite_url(&dir);
     let group = format!("bad-{}", unique());
@@ -187,17 +187,37 @@ fn bad_input_and_unsupported_leader_exit_64_and_wait_exits_75() {
         Some(0)
     );
 
-    // PostgreSQL for_update records no identities: `leader` says so (64), never guesses.
+    // PostgreSQL for_update records identities by holding session: `leader` says nobody
+    // leads (3), then names the participant that does.
     let pg = std::env::var("DISTLOCK_TEST_POSTGRES_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:15432/distlock".to_owned());
-    let out = leader(&format!("{pg}?mode=for_update"), &group, false);
-    let err = String::from_utf8_lossy(&out.stderr);
+    let fu = format!("{pg}?mode=for_update");
+    let out = leader(&fu, &group, false);
     assert_eq!(
         out.status.code(),
-        Some(64),
-        "{err} (is PostgreSQL up? scripts/services.sh up)"
+        Some(3),
+        "{} (is PostgreSQL up? scripts/services.sh up)",
+        String::from_utf8_lossy(&out.stderr)
     );
-    assert!(err.contains("does not support leader"), "{err}");
+    let mut c = campaign(&dir, &fu, &group, "c", &[]);
+    reaper.watch(c.id() as i32);
+    let (_, token) = led(&dir, "c");
+    let out = leader(&fu, &group, true);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (
+            v["leader"]["identity"].as_str(),
+            v["leader"]["fencing_token"].as_u64()
+        ),
+        (Some("c"), Some(token)),
+        "{v}"
+    );
+    std::fs::write(dir.join("stop-c"), "").unwrap();
+    assert_eq!(
+        wait_exit(&mut c, Duration::from_secs(10), "c").code(),
+        Some(0)
+    );
 }
 
 #[test]

@@ -15,6 +15,7 @@ use sqlx::AnyPool;
 use crate::advisory::AdvisoryLock;
 use crate::client::SqlClient;
 use crate::config::{Mode, SqlConfig};
+use crate::for_update::rw::ForUpdateRw;
 use crate::for_update::ForUpdateLock;
 use crate::holders::HolderStatements;
 use crate::row::RowLock;
@@ -35,6 +36,8 @@ pub struct SqlLock {
     sessions: Option<SessionStatements>,
     /// Advisory mode on PostgreSQL: the read-write lock's read and write sides.
     advisory_rw: Option<[AdvisoryLock; 2]>,
+    /// for_update mode: the read-write lock, once its tables exist (`for_update/rw.rs`).
+    for_update_rw: tokio::sync::OnceCell<Arc<ForUpdateRw>>,
     /// The semaphore and read-write lock statements, once their tables exist (`permits/`).
     permits: tokio::sync::OnceCell<Arc<PermitStatements>>,
 }
@@ -83,6 +86,7 @@ impl SqlLock {
             holders,
             sessions,
             advisory_rw,
+            for_update_rw: tokio::sync::OnceCell::new(),
             permits: tokio::sync::OnceCell::new(),
         })
     }
@@ -101,6 +105,19 @@ impl SqlLock {
     pub(crate) fn advisory_side(&self, access: Access) -> Option<&AdvisoryLock> {
         let sides = self.advisory_rw.as_ref()?;
         Some(&sides[usize::from(access == Access::Write)])
+    }
+
+    /// for_update mode: the read-write lock (its tables created on first use); `None` in the
+    /// other modes.
+    pub(crate) async fn for_update_rw(&self) -> Result<Option<Arc<ForUpdateRw>>, LockError> {
+        if self.client.cfg.mode != Mode::ForUpdate {
+            return Ok(None);
+        }
+        self.for_update_rw
+            .get_or_try_init(|| async { Ok(Arc::new(ForUpdateRw::new(&self.client).await?)) })
+            .await
+            .cloned()
+            .map(Some)
     }
 
     /// Where the semaphore and read-write lock statements are kept once set up.

@@ -73,8 +73,25 @@ mod postgres_advisory_rwlock {
     lock_core::rwlock_suite!(super::Row(super::postgres_advisory));
 }
 
+/// for_update mode offers the read-write lock (shared and exclusive row locks behind a gate).
+fn postgres_for_update() -> String {
+    format!("{}?mode=for_update", postgres_url())
+}
+
+fn mysql_for_update() -> String {
+    format!("{}?mode=for_update", mysql_url())
+}
+
+mod postgres_for_update_rwlock {
+    lock_core::rwlock_suite!(super::Row(super::postgres_for_update));
+}
+
+mod mysql_for_update_rwlock {
+    lock_core::rwlock_suite!(super::Row(super::mysql_for_update));
+}
+
 /// The modes without a semaphore or read-write lock refuse with a typed error naming where
-/// they are offered, never a leased stand-in: for_update (both), advisory's semaphore, and
+/// they are offered, never a leased stand-in: for_update's and advisory's semaphore, and
 /// advisory's read-write lock on MySQL/MariaDB (`GET_LOCK` has no shared mode).
 #[tokio::test]
 async fn modes_without_the_primitive_refuse_with_unsupported() {
@@ -82,7 +99,7 @@ async fn modes_without_the_primitive_refuse_with_unsupported() {
         for mode in ["for_update", "advisory"] {
             let url = format!("{base}?mode={mode}");
             let mut refused = vec![lock_sql::connect_semaphore(&url).await.map(drop)];
-            if !(mode == "advisory" && base == postgres_url()) {
+            if mode == "advisory" && base == mysql_url() {
                 refused.push(lock_sql::connect_rwlock(&url).await.map(drop));
             }
             for e in refused {
@@ -101,6 +118,7 @@ async fn modes_without_the_primitive_refuse_with_unsupported() {
         .await
         .unwrap_err();
     assert!(matches!(e, LockError::Unsupported { .. }), "{e}");
+    let lock = support::connect_or_explain(&format!("{}?mode=advisory", mysql_url())).await;
     let e = lock
         .try_read("x", &AcquireOptions::new())
         .await

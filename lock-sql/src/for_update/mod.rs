@@ -39,6 +39,7 @@ use crate::statements::{self, ForUpdateStatements};
 use crate::token;
 
 pub(crate) mod bounds;
+pub(crate) mod rw;
 
 /// Conflicts (deadlocks, a row that had to be created, a guard won too late) per acquisition.
 const MAX_CONFLICTS: u32 = 50;
@@ -87,6 +88,12 @@ impl Budget {
 pub(crate) struct ForUpdateLock {
     client: Arc<SqlClient>,
     sql: ForUpdateStatements,
+    /// Tells this lock's in-process waiting queue apart from other row locks of a name (the
+    /// read-write lock's tables, see `rw.rs`).
+    queue_tag: &'static str,
+    /// The longest one locking statement waits before it is sent again (`None`: as long as
+    /// the caller waits, up to the dialect's cap).
+    slice: Option<Duration>,
     /// Holder identities (see `sessions.rs`).
     sessions: Option<SessionStatements>,
 }
@@ -108,8 +115,28 @@ impl ForUpdateLock {
         Ok(ForUpdateLock {
             client,
             sql,
+            queue_tag: "",
+            slice: None,
             sessions,
         })
+    }
+
+    /// A row lock on another table of this client (`sql`'s), queued in the process apart
+    /// from the others by `queue_tag`, each locking statement waiting at most `slice`; records
+    /// no holder identities.
+    pub(crate) fn on(
+        client: Arc<SqlClient>,
+        sql: ForUpdateStatements,
+        queue_tag: &'static str,
+        slice: Option<Duration>,
+    ) -> Self {
+        ForUpdateLock {
+            client,
+            sql,
+            queue_tag,
+            slice,
+            sessions: None,
+        }
     }
 
     /// A transaction on a pooled connection, for lock `name`.
@@ -235,7 +262,8 @@ impl LockBackend for ForUpdateLock {
         let deadline = Deadline::after(opts.wait);
         // One pooled connection per process waits in the database's lock queue instead of one
         // per waiting task.
-        let _turn = self.client.local_turn(name, try_only, &deadline).await;
+        let queued = format!("{name}{}", self.queue_tag);
+        let _turn = self.client.local_turn(&queued, try_only, &deadline).await;
         let mut budget = Budget::default();
         loop {
             let started = Instant::now();
@@ -245,7 +273,11 @@ impl LockBackend for ForUpdateLock {
             // The transaction owns its pooled connection; if this future is dropped, sqlx rolls
             // it back before the connection is reused, so a cancelled acquire holds nothing.
             let mut tx = self.begin(name).await?;
-            let outcome = match self.bound_tx(&mut tx, opts.ttl, remaining, nowait).await {
+            let this_wait = match self.slice {
+                Some(slice) => Some(remaining.map_or(slice, |r| r.min(slice))),
+                None => remaining,
+            };
+            let outcome = match self.bound_tx(&mut tx, opts.ttl, this_wait, nowait).await {
                 Ok(()) => self.lock_row(&mut tx, name, nowait).await,
                 Err(e) => Err(classify(e, label, Some(name))),
             };

@@ -41,7 +41,7 @@ impl SqlLock {
             return Err(LockError::unsupported(
                 &client.label,
                 format!(
-                    "{what} (offered in mode=row, and for a read-write lock in mode=advisory on PostgreSQL)"
+                    "{what} (offered in mode=row; a read-write lock also in mode=for_update and in mode=advisory on PostgreSQL)"
                 ),
             ));
         }
@@ -183,6 +183,9 @@ impl RwLockBackend for SqlLock {
         if let Some(side) = self.advisory_side(access) {
             return LockBackend::attempt(side, name, opts, how).await;
         }
+        if let Some(rw) = self.for_update_rw().await? {
+            return rw.attempt(name, access, opts, how).await;
+        }
         let kind = match access {
             Access::Read => "R",
             Access::Write => "W",
@@ -195,6 +198,11 @@ impl RwLockBackend for SqlLock {
     fn capabilities(&self) -> Capabilities {
         match self.advisory_side(Access::Read) {
             Some(side) => LockBackend::capabilities(side),
+            None if self.client().cfg.mode == Mode::ForUpdate => Capabilities::bound(
+                lock_core::CrashRelease::Connection,
+                Wakeup::LockQueue,
+                self.client().cfg.dialect == crate::config::Dialect::Postgres,
+            ),
             None => capabilities(),
         }
     }
@@ -209,6 +217,13 @@ impl RwLockBackend for SqlLock {
             let mut info = RwLockInfo::default();
             (info.readers, info.writer, info.waiters) = (readers, writers > 0, waiting);
             return Ok(info);
+        }
+        if self.client().cfg.mode == Mode::ForUpdate {
+            // Another session cannot count the readers holding a shared row lock.
+            return Err(LockError::unsupported(
+                &self.client().label,
+                "inspect of a read-write lock in mode=for_update",
+            ));
         }
         let p = self.permit_peek("read-write lock", name, "rw").await?;
         let mut info = RwLockInfo::default();
@@ -237,7 +252,7 @@ pub async fn connect_semaphore(url: &str) -> Result<Arc<dyn DistributedSemaphore
 /// MySQL/MariaDB (`GET_LOCK` has no shared mode).
 pub async fn connect_rwlock(url: &str) -> Result<Arc<dyn DistributedRwLock>, LockError> {
     let lock = SqlLock::connect(SqlConfig::from_url(url)?).await?;
-    if lock.advisory_side(Access::Read).is_none() {
+    if lock.advisory_side(Access::Read).is_none() && lock.for_update_rw().await?.is_none() {
         lock.permits("read-write lock").await?;
     }
     Ok(Arc::new(lock))

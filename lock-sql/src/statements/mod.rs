@@ -51,6 +51,20 @@ pub(crate) fn for_update(d: Dialect, t: &str) -> Option<ForUpdateStatements> {
     }
 }
 
+/// for_update's statements on table `t` with shared row locks instead (a read-write lock's
+/// readers): PostgreSQL `FOR SHARE`, MySQL/MariaDB `LOCK IN SHARE MODE`; `None` on SQLite.
+pub(crate) fn for_share(d: Dialect, t: &str) -> Option<ForUpdateStatements> {
+    let shared = match d {
+        Dialect::Postgres => "FOR SHARE",
+        Dialect::MySql => "LOCK IN SHARE MODE",
+        Dialect::Sqlite => return None,
+    };
+    let mut sql = for_update(d, t)?;
+    sql.lock_row = sql.lock_row.replace("FOR UPDATE", shared);
+    sql.try_lock_row = sql.try_lock_row.replace("FOR UPDATE", shared);
+    Some(sql)
+}
+
 /// Advisory mode's statements for table `t` (its fencing counter; the locks need no table);
 /// `None` on SQLite, which has no advisory locks.
 pub(crate) fn advisory(d: Dialect, t: &str) -> Option<AdvisoryStatements> {
