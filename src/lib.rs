@@ -225,8 +225,9 @@ mod tests {
     async fn semaphores_and_rwlocks_are_refused_with_a_typed_error_where_not_offered() {
         let pg = std::env::var("DISTLOCK_TEST_POSTGRES_URL")
             .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:15432/distlock".into());
-        let for_update = format!("{pg}?mode=for_update");
-        let e = super::connect_semaphore(&for_update)
+        // Advisory mode offers no semaphore.
+        let advisory = format!("{pg}?mode=advisory");
+        let e = super::connect_semaphore(&advisory)
             .await
             .map(drop)
             .unwrap_err();

@@ -189,19 +189,16 @@ fn a_mismatched_count_or_a_store_without_the_primitive_exits_64() {
     );
     finish(vec![holder]);
     // MariaDB's advisory mode has no read-write lock (GET_LOCK has no shared mode), and
-    // PostgreSQL's for_update mode no semaphore.
+    // PostgreSQL's advisory mode no semaphore.
     let my = std::env::var("DISTLOCK_TEST_MYSQL_URL")
         .unwrap_or_else(|_| "mysql://root@127.0.0.1:13306/distlock".into());
     let pg = std::env::var("DISTLOCK_TEST_POSTGRES_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:15432/distlock".into());
-    let (advisory, for_update) = (
-        format!("{my}?mode=advisory"),
-        format!("{pg}?mode=for_update"),
-    );
+    let (advisory, pg_advisory) = (format!("{my}?mode=advisory"), format!("{pg}?mode=advisory"));
     for (url, flag) in [
         (&advisory, "--read"),
         (&advisory, "--write"),
-        (&for_update, "--max=2"),
+        (&pg_advisory, "--max=2"),
     ] {
         let out = bin()
             .args(["exec", "--url", url, "--name", "x", flag, "--", "true"])

@@ -99,6 +99,7 @@
 //! | `client.rs` | what every mode shares: the pool and its session settings, the label, the lock tables' creation, the waiter-queue key |
 //! | `row.rs` | row mode: its acquire loop, `inspect`, and the guard's lease (take, renew, release of the row) |
 //! | `for_update/mod.rs` | for_update mode: its acquire loop, `inspect`, and the guard's lease (the open transaction) |
+//! | `for_update/semaphore.rs`, `for_update/rw.rs` | for_update mode's semaphore (slot rows taken `SKIP LOCKED`; `statements/slots.rs`) and read-write lock (`FOR SHARE` / `FOR UPDATE`), each behind a gate row |
 //! | `advisory.rs` | advisory mode: the key of a name, its acquire loop, `inspect`, and the guard's lease (the session holding the advisory lock) |
 //! | `held.rs` | for_update and advisory: a lock held by one connection, its loss and its liveness ping |
 //! | `holders.rs` | row mode: holder identities (`<table>_holders`), read by `inspect` and `leader()` |

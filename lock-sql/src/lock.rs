@@ -16,6 +16,7 @@ use crate::advisory::AdvisoryLock;
 use crate::client::SqlClient;
 use crate::config::{Mode, SqlConfig};
 use crate::for_update::rw::ForUpdateRw;
+use crate::for_update::semaphore::ForUpdateSemaphore;
 use crate::for_update::ForUpdateLock;
 use crate::holders::HolderStatements;
 use crate::row::RowLock;
@@ -38,6 +39,8 @@ pub struct SqlLock {
     advisory_rw: Option<[AdvisoryLock; 2]>,
     /// for_update mode: the read-write lock, once its tables exist (`for_update/rw.rs`).
     for_update_rw: tokio::sync::OnceCell<Arc<ForUpdateRw>>,
+    /// for_update mode: the semaphore, once its tables exist (`for_update/semaphore.rs`).
+    for_update_semaphore: tokio::sync::OnceCell<Arc<ForUpdateSemaphore>>,
     /// The semaphore and read-write lock statements, once their tables exist (`permits/`).
     permits: tokio::sync::OnceCell<Arc<PermitStatements>>,
 }
@@ -87,6 +90,7 @@ impl SqlLock {
             sessions,
             advisory_rw,
             for_update_rw: tokio::sync::OnceCell::new(),
+            for_update_semaphore: tokio::sync::OnceCell::new(),
             permits: tokio::sync::OnceCell::new(),
         })
     }
@@ -115,6 +119,23 @@ impl SqlLock {
         }
         self.for_update_rw
             .get_or_try_init(|| async { Ok(Arc::new(ForUpdateRw::new(&self.client).await?)) })
+            .await
+            .cloned()
+            .map(Some)
+    }
+
+    /// for_update mode: the semaphore (its tables created on first use); `None` in the other
+    /// modes.
+    pub(crate) async fn for_update_semaphore(
+        &self,
+    ) -> Result<Option<Arc<ForUpdateSemaphore>>, LockError> {
+        if self.client.cfg.mode != Mode::ForUpdate {
+            return Ok(None);
+        }
+        self.for_update_semaphore
+            .get_or_try_init(|| async {
+                Ok(Arc::new(ForUpdateSemaphore::new(&self.client).await?))
+            })
             .await
             .cloned()
             .map(Some)

@@ -6,9 +6,10 @@
 mod support;
 
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::conformance::{RwLockHarness, SemaphoreHarness};
+use lock_core::conformance::{Crash, RwLockHarness, SemaphoreHarness};
 use lock_core::{AcquireOptions, DistributedRwLock, DistributedSemaphore, LockError};
 use support::{mysql_url, postgres_url, sqlite_url};
 
@@ -33,6 +34,19 @@ impl SemaphoreHarness for Row {
         lock_sql::connect_semaphore(&self.url())
             .await
             .unwrap_or_else(|e| panic!("{e}; start the stores with `scripts/services.sh up`"))
+    }
+
+    /// for_update: a client through a proxy; killing it closes the holder's connection, and
+    /// the database ends its transaction at once.
+    async fn crashable(&self) -> (Arc<dyn DistributedSemaphore>, Crash, Duration) {
+        let (lock, proxy) = support::through_proxy(&self.url()).await;
+        let crash: Crash = Box::new(move || {
+            Box::pin(async move {
+                proxy.kill();
+                drop(proxy);
+            })
+        });
+        (Arc::new(lock), crash, Duration::from_secs(5))
     }
 }
 
@@ -73,13 +87,22 @@ mod postgres_advisory_rwlock {
     lock_core::rwlock_suite!(super::Row(super::postgres_advisory));
 }
 
-/// for_update mode offers the read-write lock (shared and exclusive row locks behind a gate).
+/// for_update mode offers both: the semaphore (slot rows taken `SKIP LOCKED`) and the
+/// read-write lock (shared and exclusive row locks), each behind a gate row.
 fn postgres_for_update() -> String {
     format!("{}?mode=for_update", postgres_url())
 }
 
 fn mysql_for_update() -> String {
     format!("{}?mode=for_update", mysql_url())
+}
+
+mod postgres_for_update_semaphore {
+    lock_core::semaphore_suite!(super::Row(super::postgres_for_update));
+}
+
+mod mysql_for_update_semaphore {
+    lock_core::semaphore_suite!(super::Row(super::mysql_for_update));
 }
 
 mod postgres_for_update_rwlock {
@@ -91,17 +114,17 @@ mod mysql_for_update_rwlock {
 }
 
 /// The modes without a semaphore or read-write lock refuse with a typed error naming where
-/// they are offered, never a leased stand-in: for_update's and advisory's semaphore, and
-/// advisory's read-write lock on MySQL/MariaDB (`GET_LOCK` has no shared mode).
+/// they are offered, never a leased stand-in: advisory's semaphore, and advisory's read-write
+/// lock on MySQL/MariaDB (`GET_LOCK` has no shared mode).
 #[tokio::test]
 async fn modes_without_the_primitive_refuse_with_unsupported() {
     for base in [postgres_url(), mysql_url()] {
-        for mode in ["for_update", "advisory"] {
-            let url = format!("{base}?mode={mode}");
-            let mut refused = vec![lock_sql::connect_semaphore(&url).await.map(drop)];
-            if mode == "advisory" && base == mysql_url() {
-                refused.push(lock_sql::connect_rwlock(&url).await.map(drop));
-            }
+        let url = format!("{base}?mode=advisory");
+        let mut refused = vec![lock_sql::connect_semaphore(&url).await.map(drop)];
+        if base == mysql_url() {
+            refused.push(lock_sql::connect_rwlock(&url).await.map(drop));
+        }
+        {
             for e in refused {
                 match e {
                     Err(LockError::Unsupported { operation, .. }) => {
@@ -113,7 +136,7 @@ async fn modes_without_the_primitive_refuse_with_unsupported() {
         }
     }
     // The same client type refuses at the call too.
-    let lock = support::connect_or_explain(&format!("{}?mode=for_update", postgres_url())).await;
+    let lock = support::connect_or_explain(&format!("{}?mode=advisory", postgres_url())).await;
     let e = DistributedSemaphore::try_acquire(&lock, "x", 2, &AcquireOptions::new())
         .await
         .unwrap_err();

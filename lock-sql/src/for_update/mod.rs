@@ -40,6 +40,7 @@ use crate::token;
 
 pub(crate) mod bounds;
 pub(crate) mod rw;
+pub(crate) mod semaphore;
 
 /// Conflicts (deadlocks, a row that had to be created, a guard won too late) per acquisition.
 const MAX_CONFLICTS: u32 = 50;
@@ -210,6 +211,77 @@ impl ForUpdateLock {
         };
         // Drawn on another pooled connection and committed there, before the guard exists:
         // see `crate::token`.
+        let token = self.draw_token(tx, name).await?;
+        Ok(Some(token))
+    }
+
+    /// Takes this lock (a gate row) for `name`, runs `inner` while holding it with the options
+    /// left (`opts` with the wait that remains), and lets it go: the next in line may go once
+    /// `inner` holds or gave up. A gate lost meanwhile is logged; what `inner` holds stands.
+    pub(crate) async fn through<F, Fut>(
+        &self,
+        name: &str,
+        opts: &AcquireOptions,
+        how: Attempt,
+        inner: F,
+    ) -> Result<Option<LockGuard>, LockError>
+    where
+        F: FnOnce(AcquireOptions) -> Fut,
+        Fut: std::future::Future<Output = Result<Option<LockGuard>, LockError>>,
+    {
+        let deadline = Deadline::after(opts.wait);
+        let mut gate_opts = opts.clone();
+        gate_opts.holder = None;
+        let Some(gate) = self.attempt(name, &gate_opts, how).await? else {
+            return Ok(None);
+        };
+        let mut rest = opts.clone();
+        rest.wait = deadline.remaining();
+        let got = inner(rest).await;
+        if let Err(e) = gate.release().await {
+            tracing::debug!(name, error = %e, "a gate row lock was lost before its release");
+        }
+        got
+    }
+
+    /// The guard of a row lock `tx` holds for `name` with `token` (`forget`: the holder
+    /// identity's record, deleted at release), acquired from `started`.
+    pub(crate) fn guard_parts(
+        &self,
+        tx: Transaction<'static, Any>,
+        forget: Option<Forget>,
+        name: &str,
+        token: u64,
+        opts: &AcquireOptions,
+        started: Instant,
+    ) -> GuardParts {
+        let label = &self.client.label;
+        GuardParts {
+            name: name.to_owned(),
+            backend: label.clone(),
+            fencing_token: token,
+            ttl: opts.ttl,
+            renew: opts.renew,
+            acquired_at: started,
+            validity: Some(bounds::idle_bound(opts.ttl)),
+            lease: Arc::new(ForUpdateLease {
+                tx: Mutex::new(Some(tx)),
+                forget,
+                ping: self.sql.ping,
+                held: Held::new(name, label, "row lock", bounds::idle_bound(opts.ttl)),
+            }),
+            lost: LostSignal::new(),
+        }
+    }
+
+    /// Draws the fencing token of `name` for a row lock `tx` holds (committed on its own on
+    /// another pooled connection) and checks that `tx` still holds it.
+    pub(crate) async fn draw_token(
+        &self,
+        tx: &mut Transaction<'static, Any>,
+        name: &str,
+    ) -> Result<u64, Failure> {
+        let label = &self.client.label;
         let mut conn = self
             .client
             .pool
@@ -228,7 +300,21 @@ impl ForUpdateLock {
             tracing::debug!(token, error = %e, "the lock transaction ended while its token was drawn; trying again");
             return Err(Failure::Retry);
         }
-        Ok(Some(token))
+        Ok(token)
+    }
+
+    /// A transaction for `name` bounded as a lock transaction of `ttl` whose statements do not
+    /// wait for row locks.
+    pub(crate) async fn begin_bounded(
+        &self,
+        name: &str,
+        ttl: Duration,
+    ) -> Result<Transaction<'static, Any>, LockError> {
+        let mut tx = self.begin(name).await?;
+        self.bound_tx(&mut tx, ttl, None, true)
+            .await
+            .map_err(|e| map(e, &self.client.label, Some(name)))?;
+        Ok(tx)
     }
 
     /// Creates the missing row of `name` in `tx` (bounded by its lock wait) and commits.
@@ -287,24 +373,10 @@ impl LockBackend for ForUpdateLock {
                     // The database's idle bound counts from the last statement; a waiter that
                     // waited long starts with one more round trip that resets it (see
                     // `GuardParts::start`).
-                    let started = GuardParts {
-                        name: name.to_owned(),
-                        backend: label.clone(),
-                        fencing_token: token,
-                        ttl: opts.ttl,
-                        renew: opts.renew,
-                        acquired_at: started,
-                        validity: Some(bounds::idle_bound(opts.ttl)),
-                        lease: Arc::new(ForUpdateLease {
-                            tx: Mutex::new(Some(tx)),
-                            forget,
-                            ping: self.sql.ping,
-                            held: Held::new(name, label, "row lock", bounds::idle_bound(opts.ttl)),
-                        }),
-                        lost: LostSignal::new(),
-                    }
-                    .start()
-                    .await;
+                    let started = self
+                        .guard_parts(tx, forget, name, token, opts, started)
+                        .start()
+                        .await;
                     match started {
                         Ok(g) => return Ok(Some(g)),
                         Err(e) if try_only || deadline.expired() => return Err(e),

@@ -23,7 +23,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lock_core::backend::{Attempt, Deadline, LockBackend};
+use lock_core::backend::{Attempt, LockBackend};
 use lock_core::{Access, AcquireOptions, LockError, LockGuard};
 
 use super::ForUpdateLock;
@@ -93,23 +93,14 @@ impl ForUpdateRw {
         opts: &AcquireOptions,
         how: Attempt,
     ) -> Result<Option<LockGuard>, LockError> {
-        let deadline = Deadline::after(opts.wait);
-        let mut gate_opts = opts.clone();
-        gate_opts.holder = None;
-        let Some(gate) = self.gate.attempt(name, &gate_opts, how).await? else {
-            return Ok(None);
-        };
-        let mut rest = opts.clone();
-        rest.wait = deadline.remaining();
         let side = match access {
             Access::Read => &self.read,
             Access::Write => &self.write,
         };
-        let got = side.attempt(name, &rest, how).await;
-        // The next in line may go: a reader is in, or a writer holds.
-        if let Err(e) = gate.release().await {
-            tracing::debug!(name, error = %e, "the read-write lock's gate was lost before its release");
-        }
-        got
+        self.gate
+            .through(name, opts, how, |rest| async move {
+                side.attempt(name, &rest, how).await
+            })
+            .await
     }
 }

@@ -25,6 +25,16 @@ fn capabilities() -> Capabilities {
     Capabilities::leased(Wakeup::Backoff, true).with_queue_length(true)
 }
 
+/// for_update mode's semaphore and read-write lock: held by a connection, waiters in the
+/// database's lock queue (a gate row per name), FIFO where its row locks are (PostgreSQL).
+fn for_update_capabilities(lock: &SqlLock) -> Capabilities {
+    Capabilities::bound(
+        lock_core::CrashRelease::Connection,
+        Wakeup::LockQueue,
+        lock.client().cfg.dialect == crate::config::Dialect::Postgres,
+    )
+}
+
 /// The live holders by kind, the live waiters and the count, of one name.
 struct Peek {
     shared: usize,
@@ -41,7 +51,7 @@ impl SqlLock {
             return Err(LockError::unsupported(
                 &client.label,
                 format!(
-                    "{what} (offered in mode=row; a read-write lock also in mode=for_update and in mode=advisory on PostgreSQL)"
+                    "{what} (offered in mode=row and mode=for_update; a read-write lock also in mode=advisory on PostgreSQL)"
                 ),
             ));
         }
@@ -147,6 +157,9 @@ impl SemaphoreBackend for SqlLock {
         opts: &AcquireOptions,
         how: Attempt,
     ) -> Result<Option<LockGuard>, LockError> {
+        if let Some(sem) = self.for_update_semaphore().await? {
+            return sem.attempt(name, max_count, opts, how).await;
+        }
         let mut a = ask(name, "sem", "P", opts);
         a.max = Some(max_count);
         a.queue = how == Attempt::Wait;
@@ -154,7 +167,10 @@ impl SemaphoreBackend for SqlLock {
     }
 
     fn capabilities(&self) -> Capabilities {
-        capabilities()
+        match self.client().cfg.mode {
+            Mode::ForUpdate => for_update_capabilities(self),
+            _ => capabilities(),
+        }
     }
 
     fn backend_name(&self) -> &str {
@@ -162,6 +178,13 @@ impl SemaphoreBackend for SqlLock {
     }
 
     async fn inspect(&self, name: &str) -> Result<SemaphoreInfo, LockError> {
+        if self.client().cfg.mode == Mode::ForUpdate {
+            // Another session cannot count the waiters queued on the gate's row lock.
+            return Err(LockError::unsupported(
+                &self.client().label,
+                "inspect of a semaphore in mode=for_update",
+            ));
+        }
         let p = self.permit_peek("semaphore", name, "sem").await?;
         let mut info = SemaphoreInfo::default();
         info.max_count = p.max;
@@ -198,11 +221,7 @@ impl RwLockBackend for SqlLock {
     fn capabilities(&self) -> Capabilities {
         match self.advisory_side(Access::Read) {
             Some(side) => LockBackend::capabilities(side),
-            None if self.client().cfg.mode == Mode::ForUpdate => Capabilities::bound(
-                lock_core::CrashRelease::Connection,
-                Wakeup::LockQueue,
-                self.client().cfg.dialect == crate::config::Dialect::Postgres,
-            ),
+            None if self.client().cfg.mode == Mode::ForUpdate => for_update_capabilities(self),
             None => capabilities(),
         }
     }
@@ -234,13 +253,15 @@ impl RwLockBackend for SqlLock {
     }
 }
 
-/// Connects a semaphore from a SQL URL (`mode=row`, the default).
+/// Connects a semaphore from a SQL URL: row mode (the default) or for_update mode (slot rows).
 ///
 /// # Errors
-/// As [`crate::connect`]; [`LockError::Unsupported`] in for_update and advisory modes.
+/// As [`crate::connect`]; [`LockError::Unsupported`] in advisory mode.
 pub async fn connect_semaphore(url: &str) -> Result<Arc<dyn DistributedSemaphore>, LockError> {
     let lock = SqlLock::connect(SqlConfig::from_url(url)?).await?;
-    lock.permits("semaphore").await?;
+    if lock.for_update_semaphore().await?.is_none() {
+        lock.permits("semaphore").await?;
+    }
     Ok(Arc::new(lock))
 }
 

@@ -15,12 +15,14 @@ mod mysql;
 mod permits;
 mod postgres;
 mod sets;
+mod slots;
 mod sqlite;
 
 pub(crate) use permits::{permits, PermitStatements};
 pub(crate) use sets::{
     AdvisoryStatements, ClientStatements, ForUpdateStatements, LockTexts, RowStatements, TokenDraw,
 };
+pub(crate) use slots::{slots, SlotStatements};
 
 use crate::config::{Dialect, Mode};
 
