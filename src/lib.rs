@@ -220,18 +220,9 @@ mod tests {
 
     /// Where a store offers no semaphore or read-write lock, or cannot offer one safely in the
     /// URL's topology, the caller gets a typed error naming it, never a weaker version.
-    #[cfg(all(feature = "postgres", feature = "redis"))]
+    #[cfg(all(feature = "mysql", feature = "redis"))]
     #[tokio::test]
     async fn semaphores_and_rwlocks_are_refused_with_a_typed_error_where_not_offered() {
-        let pg = std::env::var("DISTLOCK_TEST_POSTGRES_URL")
-            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:15432/distlock".into());
-        // Advisory mode offers no semaphore.
-        let advisory = format!("{pg}?mode=advisory");
-        let e = super::connect_semaphore(&advisory)
-            .await
-            .map(drop)
-            .unwrap_err();
-        assert!(matches!(e, super::LockError::Unsupported { .. }), "{e}");
         // MariaDB's GET_LOCK has no shared mode: no read-write lock in its advisory mode.
         let my = std::env::var("DISTLOCK_TEST_MYSQL_URL")
             .unwrap_or_else(|_| "mysql://root@127.0.0.1:13306/distlock".into());

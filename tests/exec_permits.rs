@@ -189,23 +189,23 @@ fn a_mismatched_count_or_a_store_without_the_primitive_exits_64() {
     );
     finish(vec![holder]);
     // MariaDB's advisory mode has no read-write lock (GET_LOCK has no shared mode), and
-    // PostgreSQL's advisory mode no semaphore.
+    // Redlock no semaphore (refused before any node is reached).
     let my = std::env::var("DISTLOCK_TEST_MYSQL_URL")
         .unwrap_or_else(|_| "mysql://root@127.0.0.1:13306/distlock".into());
-    let pg = std::env::var("DISTLOCK_TEST_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:15432/distlock".into());
-    let (advisory, pg_advisory) = (format!("{my}?mode=advisory"), format!("{pg}?mode=advisory"));
-    for (url, flag) in [
-        (&advisory, "--read"),
-        (&advisory, "--write"),
-        (&pg_advisory, "--max=2"),
+    let advisory = format!("{my}?mode=advisory");
+    let redlock = "redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3";
+    for (url, flag, says) in [
+        (advisory.as_str(), "--read", "mode=row"),
+        (&advisory, "--write", "mode=row"),
+        (redlock, "--max=2", "single"),
     ] {
         let out = bin()
             .args(["exec", "--url", url, "--name", "x", flag, "--", "true"])
             .output()
             .unwrap();
         assert_eq!(out.status.code(), Some(64), "{flag}: {}", explain(&out));
-        assert!(String::from_utf8_lossy(&out.stderr).contains("mode=row"));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(says), "{url} {flag}: {stderr}");
     }
     let out = bin()
         .args([

@@ -83,8 +83,11 @@
 //! [`lock_core::DistributedRwLock`] ([`connect_semaphore`], [`connect_rwlock`]): a gate row
 //! per name serializes admissions, holders are leased rows, waiters queue in the database in
 //! arrival order (FIFO across processes; a waiting writer holds back later readers). Tokens
-//! come from the gate's counter, committed with the grant. for_update and advisory modes
-//! answer [`lock_core::LockError::Unsupported`] (see `permits/mod.rs`).
+//! come from the gate's counter, committed with the grant. for_update mode offers both over
+//! row locks behind a gate row (`for_update/semaphore.rs`, `for_update/rw.rs`). advisory mode
+//! offers the semaphore on PostgreSQL and MySQL/MariaDB (a gate and slot advisory locks per
+//! name, `advisory/semaphore.rs`) and the read-write lock on PostgreSQL only; MySQL/MariaDB's
+//! answers [`lock_core::LockError::Unsupported`] (`GET_LOCK` has no shared mode).
 //!
 //! # Servers tested
 //! PostgreSQL 15 (row, for_update, advisory), MariaDB 10.11 (row, for_update, advisory) and the SQLite bundled by
@@ -100,7 +103,8 @@
 //! | `row.rs` | row mode: its acquire loop, `inspect`, and the guard's lease (take, renew, release of the row) |
 //! | `for_update/mod.rs` | for_update mode: its acquire loop, `inspect`, and the guard's lease (the open transaction) |
 //! | `for_update/semaphore.rs`, `for_update/rw.rs` | for_update mode's semaphore (slot rows taken `SKIP LOCKED`; `statements/slots.rs`) and read-write lock (`FOR SHARE` / `FOR UPDATE`), each behind a gate row |
-//! | `advisory.rs` | advisory mode: the key of a name, its acquire loop, `inspect`, and the guard's lease (the session holding the advisory lock) |
+//! | `advisory/mod.rs` | advisory mode: the key of a name, its acquire loop, `inspect`; `advisory/session.rs` the connection a lock is held on, `advisory/lease.rs` the guard's lease (ping and release on that session) |
+//! | `advisory/semaphore.rs` | advisory mode's semaphore: a gate and slot advisory locks per name under internal names no lock name can take, the count in `<table>_semcounts` (`statements/counts.rs`) |
 //! | `held.rs` | for_update and advisory: a lock held by one connection, its loss and its liveness ping |
 //! | `holders.rs` | row mode: holder identities (`<table>_holders`), read by `inspect` and `leader()` |
 //! | `sessions.rs` | for_update and advisory: holder identities by holding session (`<table>_sessions`), checked against the database's own view of who holds |

@@ -12,6 +12,7 @@ use lock_core::{
 };
 use sqlx::AnyPool;
 
+use crate::advisory::semaphore::AdvisorySemaphore;
 use crate::advisory::AdvisoryLock;
 use crate::client::SqlClient;
 use crate::config::{Mode, SqlConfig};
@@ -41,6 +42,8 @@ pub struct SqlLock {
     for_update_rw: tokio::sync::OnceCell<Arc<ForUpdateRw>>,
     /// for_update mode: the semaphore, once its tables exist (`for_update/semaphore.rs`).
     for_update_semaphore: tokio::sync::OnceCell<Arc<ForUpdateSemaphore>>,
+    /// advisory mode: the semaphore, once its count table exists (`advisory/semaphore.rs`).
+    advisory_semaphore: tokio::sync::OnceCell<Arc<AdvisorySemaphore>>,
     /// The semaphore and read-write lock statements, once their tables exist (`permits/`).
     permits: tokio::sync::OnceCell<Arc<PermitStatements>>,
 }
@@ -91,6 +94,7 @@ impl SqlLock {
             advisory_rw,
             for_update_rw: tokio::sync::OnceCell::new(),
             for_update_semaphore: tokio::sync::OnceCell::new(),
+            advisory_semaphore: tokio::sync::OnceCell::new(),
             permits: tokio::sync::OnceCell::new(),
         })
     }
@@ -136,6 +140,21 @@ impl SqlLock {
             .get_or_try_init(|| async {
                 Ok(Arc::new(ForUpdateSemaphore::new(&self.client).await?))
             })
+            .await
+            .cloned()
+            .map(Some)
+    }
+
+    /// advisory mode: the semaphore (its count table created on first use); `None` in the
+    /// other modes.
+    pub(crate) async fn advisory_semaphore(
+        &self,
+    ) -> Result<Option<Arc<AdvisorySemaphore>>, LockError> {
+        if self.client.cfg.mode != Mode::Advisory {
+            return Ok(None);
+        }
+        self.advisory_semaphore
+            .get_or_try_init(|| async { Ok(Arc::new(AdvisorySemaphore::new(&self.client).await?)) })
             .await
             .cloned()
             .map(Some)

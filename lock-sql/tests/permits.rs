@@ -87,6 +87,20 @@ mod postgres_advisory_rwlock {
     lock_core::rwlock_suite!(super::Row(super::postgres_advisory));
 }
 
+/// Advisory mode offers the semaphore on both databases (a gate and slot advisory locks per
+/// name, `advisory/semaphore.rs`).
+fn mysql_advisory() -> String {
+    format!("{}?mode=advisory", mysql_url())
+}
+
+mod postgres_advisory_semaphore {
+    lock_core::semaphore_suite!(super::Row(super::postgres_advisory));
+}
+
+mod mysql_advisory_semaphore {
+    lock_core::semaphore_suite!(super::Row(super::mysql_advisory));
+}
+
 /// for_update mode offers both: the semaphore (slot rows taken `SKIP LOCKED`) and the
 /// read-write lock (shared and exclusive row locks), each behind a gate row.
 fn postgres_for_update() -> String {
@@ -114,34 +128,19 @@ mod mysql_for_update_rwlock {
 }
 
 /// The modes without a semaphore or read-write lock refuse with a typed error naming where
-/// they are offered, never a leased stand-in: advisory's semaphore, and advisory's read-write
-/// lock on MySQL/MariaDB (`GET_LOCK` has no shared mode).
+/// they are offered, never a leased stand-in: advisory's read-write lock on MySQL/MariaDB
+/// (`GET_LOCK` has no shared mode).
 #[tokio::test]
 async fn modes_without_the_primitive_refuse_with_unsupported() {
-    for base in [postgres_url(), mysql_url()] {
-        let url = format!("{base}?mode=advisory");
-        let mut refused = vec![lock_sql::connect_semaphore(&url).await.map(drop)];
-        if base == mysql_url() {
-            refused.push(lock_sql::connect_rwlock(&url).await.map(drop));
+    let url = mysql_advisory();
+    match lock_sql::connect_rwlock(&url).await.map(drop) {
+        Err(LockError::Unsupported { operation, .. }) => {
+            assert!(operation.contains("mode=row"), "{url}: {operation}")
         }
-        {
-            for e in refused {
-                match e {
-                    Err(LockError::Unsupported { operation, .. }) => {
-                        assert!(operation.contains("mode=row"), "{url}: {operation}")
-                    }
-                    other => panic!("{url}: {other:?}"),
-                }
-            }
-        }
+        other => panic!("{url}: {other:?}"),
     }
     // The same client type refuses at the call too.
-    let lock = support::connect_or_explain(&format!("{}?mode=advisory", postgres_url())).await;
-    let e = DistributedSemaphore::try_acquire(&lock, "x", 2, &AcquireOptions::new())
-        .await
-        .unwrap_err();
-    assert!(matches!(e, LockError::Unsupported { .. }), "{e}");
-    let lock = support::connect_or_explain(&format!("{}?mode=advisory", mysql_url())).await;
+    let lock = support::connect_or_explain(&url).await;
     let e = lock
         .try_read("x", &AcquireOptions::new())
         .await
@@ -173,4 +172,187 @@ async fn postgres_advisory_rwlock_and_mutex_of_one_name_are_apart() {
     assert!(lock.try_read(&name, &o).await.unwrap().is_none());
     w.release().await.unwrap();
     m.release().await.unwrap();
+}
+
+/// The advisory semaphore's gate and slot locks never meet another lock: neither the mutex nor
+/// the read-write lock of the same name, nor a lock whose name is crafted to look like one of
+/// the semaphore's internal names. The internal names are read from PostgreSQL's key registry
+/// (a private table, so it holds only this test's names); MySQL/MariaDB derives its `GET_LOCK`
+/// names from the same internal names, so they are tried there too. Each internal name must be
+/// refused as a lock name (it is longer than a name may be), and every look-alike must be a
+/// lock of its own, held beside the semaphore's permit; with all of them held, the permit is
+/// taken again through the gate at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn advisory_semaphore_keys_never_meet_other_locks() {
+    use lock_core::DistributedLock;
+    use sqlx::Row;
+    let table = format!("adv_sem_keys_{}", &lock_core::backend::owner_token()[..10]);
+    let name = "apart";
+    let (o, wait) = (
+        AcquireOptions::new(),
+        AcquireOptions::new().wait(Duration::from_secs(3)),
+    );
+    let pg = format!("{}?mode=advisory&table={table}", postgres_url());
+    let my = format!("{}?mode=advisory&table={table}", mysql_url());
+    let lock = support::connect_or_explain(&pg).await;
+    let p = DistributedSemaphore::acquire(&lock, name, 1, &wait)
+        .await
+        .unwrap();
+    let internal: Vec<String> = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT name FROM {table}_keys WHERE name <> $1 ORDER BY name"
+    )))
+    .bind(name)
+    .fetch_all(lock.pool())
+    .await
+    .unwrap()
+    .into_iter()
+    .map(|r| r.get(0))
+    .collect();
+    p.release().await.unwrap();
+    assert!(!internal.is_empty(), "no internal names registered");
+    // Look-alikes: each internal name without its padding, cut to the longest name allowed, and
+    // with the lock name's own bytes only.
+    let mut crafted: Vec<String> = Vec::new();
+    for s in &internal {
+        assert!(s.ends_with(name), "{s:?}");
+        let squeezed: String = s
+            .split(' ')
+            .filter(|w| !w.is_empty())
+            .collect::<Vec<_>>()
+            .join(" ");
+        crafted.push(squeezed.replace(": ", ":"));
+        crafted.push(squeezed);
+        let mut cut = 256;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        crafted.push(s[..cut].to_owned());
+        crafted.push(s.trim_end_matches(name).trim_end().to_owned());
+    }
+    for url in [pg, my] {
+        let (a, b) = (
+            support::connect_or_explain(&url).await,
+            support::connect_or_explain(&url).await,
+        );
+        let permit = DistributedSemaphore::acquire(&a, name, 1, &wait)
+            .await
+            .unwrap();
+        let mut held = Vec::new();
+        for s in &internal {
+            let e = DistributedLock::try_acquire(&b, s, &o).await.unwrap_err();
+            assert!(
+                matches!(e, LockError::InvalidName { .. }),
+                "{url}: {s:?}: {e}"
+            );
+        }
+        for n in std::iter::once(name.to_owned()).chain(crafted.iter().cloned()) {
+            let g = DistributedLock::try_acquire(&b, &n, &o).await.unwrap();
+            held.push(g.unwrap_or_else(|| panic!("{url}: mutex {n:?} met the semaphore")));
+        }
+        let writer = match url.starts_with("postgres") {
+            true => Some(
+                b.try_write(name, &o)
+                    .await
+                    .unwrap()
+                    .expect("writer met the semaphore"),
+            ),
+            false => None,
+        };
+        // Still one permit only, and taken again at once through the gate.
+        assert!(DistributedSemaphore::try_acquire(&b, name, 1, &o)
+            .await
+            .unwrap()
+            .is_none());
+        permit.release().await.unwrap();
+        let again = DistributedSemaphore::try_acquire(&b, name, 1, &o)
+            .await
+            .unwrap()
+            .unwrap_or_else(|| panic!("{url}: the permit met another lock"));
+        again.release().await.unwrap();
+        if let Some(w) = writer {
+            w.release().await.unwrap();
+        }
+        for g in held {
+            g.release().await.unwrap();
+        }
+    }
+    let lock = support::connect_or_explain(&format!("{}?mode=advisory", mysql_url())).await;
+    for t in ["fences", "semcounts", "sessions"] {
+        let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DROP TABLE IF EXISTS {table}_{t}"
+        )))
+        .execute(lock.pool())
+        .await;
+    }
+    let lock = support::connect_or_explain(&postgres_advisory()).await;
+    for stmt in [
+        "TABLE IF EXISTS {t}_keys",
+        "TABLE IF EXISTS {t}_semcounts",
+        "TABLE IF EXISTS {t}_sessions",
+        "SEQUENCE IF EXISTS {t}_fence",
+    ] {
+        let stmt = format!("DROP {}", stmt.replace("{t}", &table));
+        let _ = sqlx::query(sqlx::AssertSqlSafe(stmt))
+            .execute(lock.pool())
+            .await;
+    }
+}
+
+/// Advisory semaphore waiters cancelled both while holding the gate (polling for a slot) and
+/// while queued behind it leave nothing held: once the holder releases, a caller that does not
+/// wait (`try_acquire`, refused while the gate is held) gets the permit within moments.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn advisory_semaphore_cancelled_waiters_leave_nothing() {
+    for url in [postgres_advisory(), mysql_advisory()] {
+        let name = format!("adv-sem-cancel-{}", &lock_core::backend::owner_token()[..8]);
+        let holder = lock_sql::connect_semaphore(&url).await.unwrap();
+        let g = holder
+            .acquire(&name, 1, &AcquireOptions::new())
+            .await
+            .unwrap();
+        let mut waiters = Vec::new();
+        for _ in 0..2 {
+            // Separate clients, so each waits in the database, not in this process's queue.
+            let (s, name) = (
+                lock_sql::connect_semaphore(&url).await.unwrap(),
+                name.clone(),
+            );
+            waiters.push(tokio::spawn(async move {
+                s.acquire(&name, 1, &AcquireOptions::new().wait_forever())
+                    .await
+                    .map(drop)
+            }));
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let third = lock_sql::connect_semaphore(&url).await.unwrap();
+        assert!(third
+            .try_acquire(&name, 1, &AcquireOptions::new())
+            .await
+            .unwrap()
+            .is_none());
+        for w in waiters {
+            w.abort();
+            assert!(w.await.unwrap_err().is_cancelled());
+        }
+        g.release().await.unwrap();
+        let started = tokio::time::Instant::now();
+        let got = loop {
+            if let Some(p) = third
+                .try_acquire(&name, 1, &AcquireOptions::new())
+                .await
+                .unwrap()
+            {
+                break p;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(3),
+                "{url}: a cancelled waiter kept the gate or a slot"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        println!("{url}: free {:?} after the release", started.elapsed());
+        got.release().await.unwrap();
+        let info = third.inspect(&name).await.unwrap();
+        assert_eq!((info.holders, info.waiters), (0, 0), "{url}: {info:?}");
+    }
 }

@@ -1,5 +1,6 @@
-//! [`SqlLock`] as a [`SemaphoreBackend`] and an [`RwLockBackend`] (row mode), and the connect
-//! functions the facade's registry calls.
+//! [`SqlLock`] as a [`SemaphoreBackend`] and an [`RwLockBackend`] (row mode here; the other
+//! modes' implementations are dispatched to), and the connect functions the facade's registry
+//! calls.
 
 use std::sync::Arc;
 
@@ -25,9 +26,9 @@ fn capabilities() -> Capabilities {
     Capabilities::leased(Wakeup::Backoff, true).with_queue_length(true)
 }
 
-/// for_update mode's semaphore and read-write lock: held by a connection, waiters in the
-/// database's lock queue (a gate row per name), FIFO where its row locks are (PostgreSQL).
-fn for_update_capabilities(lock: &SqlLock) -> Capabilities {
+/// for_update and advisory modes' semaphore and read-write lock: held by a connection, waiters
+/// in the database's lock queue (a gate per name), FIFO where its locks are (PostgreSQL).
+fn held_capabilities(lock: &SqlLock) -> Capabilities {
     Capabilities::bound(
         lock_core::CrashRelease::Connection,
         Wakeup::LockQueue,
@@ -51,7 +52,7 @@ impl SqlLock {
             return Err(LockError::unsupported(
                 &client.label,
                 format!(
-                    "{what} (offered in mode=row and mode=for_update; a read-write lock also in mode=advisory on PostgreSQL)"
+                    "{what} (offered in mode=row and mode=for_update; in mode=advisory a semaphore on PostgreSQL and MySQL/MariaDB, a read-write lock on PostgreSQL only)"
                 ),
             ));
         }
@@ -160,6 +161,9 @@ impl SemaphoreBackend for SqlLock {
         if let Some(sem) = self.for_update_semaphore().await? {
             return sem.attempt(name, max_count, opts, how).await;
         }
+        if let Some(sem) = self.advisory_semaphore().await? {
+            return sem.attempt(name, max_count, opts, how).await;
+        }
         let mut a = ask(name, "sem", "P", opts);
         a.max = Some(max_count);
         a.queue = how == Attempt::Wait;
@@ -167,9 +171,12 @@ impl SemaphoreBackend for SqlLock {
     }
 
     fn capabilities(&self) -> Capabilities {
+        let pg = self.client().cfg.dialect == crate::config::Dialect::Postgres;
         match self.client().cfg.mode {
-            Mode::ForUpdate => for_update_capabilities(self),
-            _ => capabilities(),
+            Mode::ForUpdate => held_capabilities(self),
+            // PostgreSQL shows the gate's queue in `pg_locks`.
+            Mode::Advisory => held_capabilities(self).with_queue_length(pg),
+            Mode::Row => capabilities(),
         }
     }
 
@@ -178,6 +185,9 @@ impl SemaphoreBackend for SqlLock {
     }
 
     async fn inspect(&self, name: &str) -> Result<SemaphoreInfo, LockError> {
+        if let Some(sem) = self.advisory_semaphore().await? {
+            return sem.inspect(name).await;
+        }
         if self.client().cfg.mode == Mode::ForUpdate {
             // Another session cannot count the waiters queued on the gate's row lock.
             return Err(LockError::unsupported(
@@ -221,7 +231,7 @@ impl RwLockBackend for SqlLock {
     fn capabilities(&self) -> Capabilities {
         match self.advisory_side(Access::Read) {
             Some(side) => LockBackend::capabilities(side),
-            None if self.client().cfg.mode == Mode::ForUpdate => for_update_capabilities(self),
+            None if self.client().cfg.mode == Mode::ForUpdate => held_capabilities(self),
             None => capabilities(),
         }
     }
@@ -253,13 +263,14 @@ impl RwLockBackend for SqlLock {
     }
 }
 
-/// Connects a semaphore from a SQL URL: row mode (the default) or for_update mode (slot rows).
+/// Connects a semaphore from a SQL URL: row mode (the default), for_update mode (slot rows) or
+/// advisory mode (slot advisory locks, PostgreSQL and MySQL/MariaDB).
 ///
 /// # Errors
-/// As [`crate::connect`]; [`LockError::Unsupported`] in advisory mode.
+/// As [`crate::connect`].
 pub async fn connect_semaphore(url: &str) -> Result<Arc<dyn DistributedSemaphore>, LockError> {
     let lock = SqlLock::connect(SqlConfig::from_url(url)?).await?;
-    if lock.for_update_semaphore().await?.is_none() {
+    if lock.for_update_semaphore().await?.is_none() && lock.advisory_semaphore().await?.is_none() {
         lock.permits("semaphore").await?;
     }
     Ok(Arc::new(lock))

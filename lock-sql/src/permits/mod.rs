@@ -19,10 +19,13 @@
 //! everyone queued before it. Waiters poll with backoff (2 → 100 ms, plus the earliest lease
 //! end), and a release or departure in the same process wakes its waiters at once.
 //!
-//! # Not in for_update and advisory modes
-//! Those modes hold a lock by an open transaction or session; their semaphore and read-write
-//! lock (slot rows with `SKIP LOCKED`, `FOR SHARE`) are not built yet, and asking for one
-//! answers [`lock_core::LockError::Unsupported`] naming `mode=row`, never a leased stand-in.
+//! # for_update and advisory modes
+//! Those modes hold a lock by an open transaction or session, and so do their semaphores and
+//! read-write locks: `for_update/semaphore.rs`, `for_update/rw.rs`, `advisory/semaphore.rs`,
+//! and PostgreSQL's advisory read-write lock in `advisory/mod.rs` (`impls.rs` dispatches to
+//! them). The one primitive not offered, MySQL/MariaDB advisory's read-write lock (`GET_LOCK`
+//! has no shared mode), answers [`lock_core::LockError::Unsupported`] naming `mode=row`, never
+//! a leased stand-in.
 
 mod acquire;
 mod admit;

@@ -11,6 +11,7 @@
 //! was won could otherwise be issued after a later holder's (a database process descheduled
 //! between drawing and inserting).
 
+mod counts;
 mod mysql;
 mod permits;
 mod postgres;
@@ -18,6 +19,7 @@ mod sets;
 mod slots;
 mod sqlite;
 
+pub(crate) use counts::{counts, CountStatements};
 pub(crate) use permits::{permits, PermitStatements};
 pub(crate) use sets::{
     AdvisoryStatements, ClientStatements, ForUpdateStatements, LockTexts, RowStatements, TokenDraw,

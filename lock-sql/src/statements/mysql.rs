@@ -142,6 +142,9 @@ pub(crate) fn advisory(t: &str) -> AdvisoryStatements {
         try_lock: format!("SELECT CAST(COALESCE(GET_LOCK({key}, 0), -1) AS SIGNED)"),
         unlock: format!("SELECT CAST(COALESCE(RELEASE_LOCK({key}), -1) AS SIGNED)"),
         held: format!("SELECT CAST(COALESCE(IS_USED_LOCK({key}), 0) AS SIGNED)"),
+        // Callers queued in GET_LOCK cannot be seen (without performance_schema): the holder
+        // only.
+        queued: format!("SELECT CAST(IS_USED_LOCK({key}) IS NOT NULL AS SIGNED)"),
         draw_token: draw_token(t),
         idle: advisory_idle,
         reset: "SET SESSION wait_timeout = @@GLOBAL.wait_timeout",
@@ -175,6 +178,7 @@ mod tests {
             a.try_lock,
             a.unlock,
             a.held,
+            a.queued,
             a.draw_token.sql,
             f.draw_token.sql,
             (a.idle)(3),

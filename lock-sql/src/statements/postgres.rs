@@ -169,13 +169,8 @@ pub(crate) fn advisory(t: &str) -> AdvisoryStatements {
         lock: format!("SELECT CAST(length(pg_advisory_lock({key})::text) + 1 AS BIGINT)"),
         try_lock: format!("SELECT CAST(CAST(pg_try_advisory_lock({key}) AS INT) AS BIGINT)"),
         unlock: format!("SELECT CAST(CAST(pg_advisory_unlock({key}) AS INT) AS BIGINT)"),
-        // A bigint key shows in pg_locks as classid (high 32 bits), objid (low), objsubid 1.
-        held: format!(
-            "WITH k AS (SELECT {key} AS k) SELECT count(*) FROM pg_locks, k \
-             WHERE locktype = 'advisory' AND granted AND objsubid = 1 \
-             AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
-             AND classid = ((k.k >> 32) & 4294967295)::oid AND objid = (k.k & 4294967295)::oid"
-        ),
+        held: advisory_locks(t, "AND granted"),
+        queued: advisory_locks(t, ""),
         draw_token: draw_token(t),
         idle: advisory_idle,
         reset:
@@ -183,6 +178,19 @@ pub(crate) fn advisory(t: &str) -> AdvisoryStatements {
         ping: "SELECT 1",
         rw: Some(advisory_rw(t)),
     }
+}
+
+/// How many sessions hold the name's key in the `bigint` key space (or, with `filter` empty,
+/// hold or wait for it). A bigint key shows in pg_locks as classid (high 32 bits), objid
+/// (low), objsubid 1.
+fn advisory_locks(t: &str, filter: &str) -> String {
+    let key = advisory_key(t);
+    format!(
+        "WITH k AS (SELECT {key} AS k) SELECT count(*) FROM pg_locks, k \
+         WHERE locktype = 'advisory' {filter} AND objsubid = 1 \
+         AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
+         AND classid = ((k.k >> 32) & 4294967295)::oid AND objid = (k.k & 4294967295)::oid"
+    )
 }
 
 /// The read-write lock on the name's registered key split into two `int`s: the high half, and

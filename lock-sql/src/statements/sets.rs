@@ -146,6 +146,10 @@ pub(crate) struct AdvisoryStatements {
     pub unlock: String,
     /// Whether anyone holds the lock (for `inspect`): one BIGINT, > 0 when held.
     pub held: String,
+    /// How many sessions hold or wait for the lock (the semaphore's `inspect` of its gate): one
+    /// BIGINT. PostgreSQL counts both from `pg_locks`; MySQL/MariaDB only the holder (0 or 1):
+    /// the callers queued in `GET_LOCK` are not visible to another session.
+    pub queued: String,
     /// The next fencing token, drawn once the lock is granted, from the same counter as
     /// for_update mode.
     pub draw_token: TokenDraw,

@@ -49,58 +49,33 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::backend::{Attempt, Deadline, GuardParts, Lease, LockBackend, LostSignal};
+use lock_core::backend::{Attempt, Deadline, GuardParts, LockBackend, LostSignal};
 use lock_core::{
     Access, AcquireOptions, Capabilities, CrashRelease, LockError, LockGuard, LockInfo, Wakeup,
 };
-use sqlx::pool::PoolConnection;
 use sqlx::AssertSqlSafe;
-use sqlx::{Any, Executor, Row};
+use sqlx::Row;
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
 use crate::client::SqlClient;
 use crate::config::{Dialect, Mode};
-use crate::error::{classify, is_connection_gone, map, Failure};
+use crate::error::{classify, map, Failure};
 use crate::for_update::bounds;
 use crate::held::Held;
-use crate::sessions::{self, Forget, SessionStatements};
+use crate::sessions::{Forget, SessionStatements};
 use crate::statements::{self, AdvisoryStatements, LockTexts};
 use crate::token;
 
+mod lease;
+pub(crate) mod semaphore;
+mod session;
+
+use lease::AdvisoryLease;
+use session::{fetch_i64, Session};
+
 /// MySQL: the longest wait of one `GET_LOCK` call (s); longer and endless waits repeat it.
 const MYSQL_WAIT_SLICE_SECS: f64 = 3600.0;
-
-/// A pooled connection whose session may hold an advisory lock: closed when dropped (the
-/// database then frees whatever it held), returned to the pool only by [`Session::recycle`].
-struct Session(Option<PoolConnection<Any>>);
-
-impl Session {
-    fn conn(&mut self) -> &mut PoolConnection<Any> {
-        // Only `recycle` (which consumes the session) takes the connection out.
-        self.0.as_mut().unwrap_or_else(|| unreachable!())
-    }
-
-    /// Puts the session settings back (`reset`) and returns the connection to the pool; closes
-    /// it if that fails.
-    async fn recycle(mut self, reset: &'static str) {
-        if sqlx::raw_sql(reset)
-            .execute(&mut **self.conn())
-            .await
-            .is_ok()
-        {
-            drop(self.0.take());
-        }
-    }
-}
-
-impl Drop for Session {
-    fn drop(&mut self) {
-        if let Some(conn) = self.0.as_mut() {
-            conn.close_on_drop();
-        }
-    }
-}
 
 /// PostgreSQL: keys tried per name before giving up (each a 64-bit collision with a name
 /// registered earlier).
@@ -242,15 +217,16 @@ impl AdvisoryLock {
             .acquire()
             .await
             .map_err(|e| map(e, &self.client.label, Some(name)))?;
-        Ok(Session(Some(conn)))
+        Ok(Session::new(conn))
     }
 
-    /// One attempt to take the lock of `name` on `session`, waiting at most `remaining`
-    /// (`None` = forever; MySQL: one slice at most) unless `nowait`: whether it was granted.
+    /// One attempt to take the lock of `key` (for lock `name`: the name itself, or a
+    /// semaphore's internal name) on `session`, waiting at most `remaining` (`None` = forever;
+    /// MySQL: one slice at most) unless `nowait`: whether it was granted.
     async fn lock(
         &self,
         session: &mut Session,
-        name: &str,
+        (name, key): (&str, &str),
         remaining: Option<Duration>,
         nowait: bool,
     ) -> Result<bool, Failure> {
@@ -258,7 +234,7 @@ impl AdvisoryLock {
         let conn = &mut **session.conn();
         let granted = if nowait {
             fetch_i64(
-                sqlx::query(AssertSqlSafe(self.texts.try_lock.as_str())).bind(name),
+                sqlx::query(AssertSqlSafe(self.texts.try_lock.as_str())).bind(key),
                 conn,
             )
             .await
@@ -271,7 +247,7 @@ impl AdvisoryLock {
                 .await
                 .map_err(c)?;
             fetch_i64(
-                sqlx::query(AssertSqlSafe(self.texts.lock.as_str())).bind(name),
+                sqlx::query(AssertSqlSafe(self.texts.lock.as_str())).bind(key),
                 conn,
             )
             .await
@@ -281,7 +257,7 @@ impl AdvisoryLock {
                 r.as_secs_f64().clamp(0.001, MYSQL_WAIT_SLICE_SECS)
             });
             let q = sqlx::query(AssertSqlSafe(self.texts.lock.as_str()))
-                .bind(name)
+                .bind(key)
                 .bind(secs);
             fetch_i64(q, conn).await.map_err(c)?
         };
@@ -306,24 +282,60 @@ impl AdvisoryLock {
         ttl: Duration,
     ) -> Result<u64, LockError> {
         let label = &self.client.label;
-        let m = |e| map(e, label, Some(name));
-        let conn = &mut **session.conn();
-        let token = token::draw(&self.sql.draw_token, &mut *conn, label, name).await?;
-        let (idle, _) = bounds::tx_bounds(self.client.cfg.dialect, ttl, None, false);
-        sqlx::raw_sql(AssertSqlSafe((self.sql.idle)(idle)))
-            .execute(&mut *conn)
-            .await
-            .map_err(m)?;
+        let token = token::draw(&self.sql.draw_token, session.conn(), label, name).await?;
+        self.bound_idle(session, name, ttl).await?;
         Ok(token)
     }
-}
 
-/// The first column of the one row `q` returns, as an integer.
-async fn fetch_i64<'q>(
-    q: sqlx::query::Query<'q, Any, sqlx::any::AnyArguments>,
-    conn: &mut sqlx::AnyConnection,
-) -> Result<i64, sqlx::Error> {
-    q.fetch_one(conn).await?.try_get(0)
+    /// Bounds how long the database keeps `session` (which holds a lock of `name`) once it
+    /// goes silent: 2 × `ttl`.
+    async fn bound_idle(
+        &self,
+        session: &mut Session,
+        name: &str,
+        ttl: Duration,
+    ) -> Result<(), LockError> {
+        let (idle, _) = bounds::tx_bounds(self.client.cfg.dialect, ttl, None, false);
+        sqlx::raw_sql(AssertSqlSafe((self.sql.idle)(idle)))
+            .execute(&mut **session.conn())
+            .await
+            .map(drop)
+            .map_err(|e| map(e, &self.client.label, Some(name)))
+    }
+
+    /// The parts of a guard whose lock `session` holds: `(name, key, what)` are the lock's name,
+    /// the name its lock statements bind (the name itself, or a semaphore slot's internal name)
+    /// and what it is, for messages. `forget`: the holder identity's record, if any.
+    fn guard_parts(
+        &self,
+        session: Session,
+        (name, key, what): (&str, &str, &'static str),
+        token: u64,
+        forget: Option<Forget>,
+        opts: &AcquireOptions,
+        started: Instant,
+    ) -> GuardParts {
+        let label = &self.client.label;
+        let idle = bounds::idle_bound(opts.ttl);
+        GuardParts {
+            name: name.to_owned(),
+            backend: label.clone(),
+            fencing_token: token,
+            ttl: opts.ttl,
+            renew: opts.renew,
+            acquired_at: started,
+            validity: Some(idle),
+            lease: Arc::new(AdvisoryLease {
+                session: Mutex::new(Some(session)),
+                forget,
+                key: key.to_owned(),
+                unlock: self.texts.unlock.clone(),
+                sql: Arc::clone(&self.sql),
+                held: Held::new(name, label, what, idle),
+            }),
+            lost: LostSignal::new(),
+        }
+    }
 }
 
 #[async_trait]
@@ -349,7 +361,10 @@ impl LockBackend for AdvisoryLock {
             let remaining = deadline.remaining();
             // A wait that is over (or zero) tries once, like try_acquire.
             let nowait = try_only || remaining.is_some_and(|r| r.is_zero());
-            let granted = match self.lock(&mut session, name, remaining, nowait).await {
+            let granted = match self
+                .lock(&mut session, (name, name), remaining, nowait)
+                .await
+            {
                 Ok(granted) => granted,
                 Err(Failure::Busy) | Err(Failure::Retry) => false,
                 Err(Failure::Error(e)) => return Err(e),
@@ -372,26 +387,17 @@ impl LockBackend for AdvisoryLock {
                     .ok(),
                 _ => None,
             };
-            let idle = bounds::idle_bound(opts.ttl);
-            let started = GuardParts {
-                name: name.to_owned(),
-                backend: label.clone(),
-                fencing_token: token,
-                ttl: opts.ttl,
-                renew: opts.renew,
-                acquired_at: started,
-                validity: Some(idle),
-                lease: Arc::new(AdvisoryLease {
-                    session: Mutex::new(Some(session)),
+            let started = self
+                .guard_parts(
+                    session,
+                    (name, name, "advisory lock"),
+                    token,
                     forget,
-                    unlock: self.texts.unlock.clone(),
-                    sql: Arc::clone(&self.sql),
-                    held: Held::new(name, label, "advisory lock", idle),
-                }),
-                lost: LostSignal::new(),
-            }
-            .start()
-            .await;
+                    opts,
+                    started,
+                )
+                .start()
+                .await;
             match started {
                 Ok(g) => return Ok(Some(g)),
                 Err(e) if try_only || deadline.expired() => return Err(e),
@@ -429,57 +435,5 @@ impl LockBackend for AdvisoryLock {
         } else {
             LockInfo::free()
         })
-    }
-}
-
-/// The store side of an advisory guard: the session holding the lock.
-struct AdvisoryLease {
-    session: Mutex<Option<Session>>,
-    /// The holder identity's record, deleted before the unlock.
-    forget: Option<Forget>,
-    /// The statement that gives the lock back.
-    unlock: String,
-    sql: Arc<AdvisoryStatements>,
-    held: Held,
-}
-
-#[async_trait]
-impl Lease for AdvisoryLease {
-    async fn renew(&self, _ttl: Duration) -> Result<Option<Duration>, LockError> {
-        let mut slot = self.session.lock().await;
-        let Some(session) = slot.as_mut() else {
-            return Err(self.held.gone());
-        };
-        let outcome = session.conn().execute(self.sql.ping).await;
-        self.held.pinged(outcome, &mut slot)
-    }
-
-    async fn release(&self) -> Result<(), LockError> {
-        let held = &self.held;
-        let Some(mut session) = self.session.lock().await.take() else {
-            return Err(held.gone());
-        };
-        if let Some(f) = &self.forget {
-            if let Err(e) = sessions::forget(session.conn(), f).await {
-                // The record must not outlive the hold on a connection that lives on: close it
-                // (dropping the session), which frees the lock.
-                tracing::warn!(backend = %held.label, name = %held.name, error = %e, "could not delete the holder identity's record; closing the lock's connection instead");
-                drop(session);
-                return Ok(());
-            }
-        }
-        let q = sqlx::query(AssertSqlSafe(self.unlock.as_str())).bind(held.name.as_str());
-        // On any failure the session is dropped, so closed: the database frees the lock.
-        match fetch_i64(q, session.conn()).await {
-            Ok(1) => {}
-            Ok(_) => return Err(held.gone()),
-            Err(e) if is_connection_gone(&e) || matches!(e, sqlx::Error::Database(_)) => {
-                return Err(held.lost(&e))
-            }
-            Err(e) => return Err(map(e, &held.label, Some(&held.name))),
-        }
-        session.recycle(self.sql.reset).await;
-        tracing::debug!(backend = %held.label, name = %held.name, "advisory lock released");
-        Ok(())
     }
 }
