@@ -85,9 +85,10 @@
 //! arrival order (FIFO across processes; a waiting writer holds back later readers). Tokens
 //! come from the gate's counter, committed with the grant. for_update mode offers both over
 //! row locks behind a gate row (`for_update/semaphore.rs`, `for_update/rw.rs`). advisory mode
-//! offers the semaphore on PostgreSQL and MySQL/MariaDB (a gate and slot advisory locks per
-//! name, `advisory/semaphore.rs`) and the read-write lock on PostgreSQL only; MySQL/MariaDB's
-//! answers [`lock_core::LockError::Unsupported`] (`GET_LOCK` has no shared mode).
+//! offers both on PostgreSQL and MySQL/MariaDB: the semaphore as a gate and slot advisory
+//! locks per name (`advisory/semaphore.rs`); the read-write lock as PostgreSQL's shared and
+//! exclusive advisory locks, and on MySQL/MariaDB, whose `GET_LOCK` has no shared mode, as a
+//! gate, reader slot locks and a writer mark (`advisory/gated_rw.rs`).
 //!
 //! # Servers tested
 //! PostgreSQL 15 (row, for_update, advisory), MariaDB 10.11 (row, for_update, advisory) and the SQLite bundled by

@@ -12,6 +12,7 @@ use lock_core::{
 };
 use sqlx::AnyPool;
 
+use crate::advisory::gated_rw::GatedRw;
 use crate::advisory::semaphore::AdvisorySemaphore;
 use crate::advisory::AdvisoryLock;
 use crate::client::SqlClient;
@@ -44,6 +45,9 @@ pub struct SqlLock {
     for_update_semaphore: tokio::sync::OnceCell<Arc<ForUpdateSemaphore>>,
     /// advisory mode: the semaphore, once its count table exists (`advisory/semaphore.rs`).
     advisory_semaphore: tokio::sync::OnceCell<Arc<AdvisorySemaphore>>,
+    /// advisory mode on MySQL/MariaDB: the read-write lock from exclusive locks, once its
+    /// count table exists (`advisory/gated_rw.rs`).
+    advisory_gated_rw: tokio::sync::OnceCell<Arc<GatedRw>>,
     /// The semaphore and read-write lock statements, once their tables exist (`permits/`).
     permits: tokio::sync::OnceCell<Arc<PermitStatements>>,
 }
@@ -95,6 +99,7 @@ impl SqlLock {
             for_update_rw: tokio::sync::OnceCell::new(),
             for_update_semaphore: tokio::sync::OnceCell::new(),
             advisory_semaphore: tokio::sync::OnceCell::new(),
+            advisory_gated_rw: tokio::sync::OnceCell::new(),
             permits: tokio::sync::OnceCell::new(),
         })
     }
@@ -155,6 +160,19 @@ impl SqlLock {
         }
         self.advisory_semaphore
             .get_or_try_init(|| async { Ok(Arc::new(AdvisorySemaphore::new(&self.client).await?)) })
+            .await
+            .cloned()
+            .map(Some)
+    }
+
+    /// advisory mode without shared advisory locks (MySQL/MariaDB): the read-write lock (its
+    /// count table created on first use); `None` elsewhere.
+    pub(crate) async fn advisory_gated_rw(&self) -> Result<Option<Arc<GatedRw>>, LockError> {
+        if self.client.cfg.mode != Mode::Advisory || self.advisory_rw.is_some() {
+            return Ok(None);
+        }
+        self.advisory_gated_rw
+            .get_or_try_init(|| async { Ok(Arc::new(GatedRw::new(&self.client).await?)) })
             .await
             .cloned()
             .map(Some)

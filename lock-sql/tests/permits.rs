@@ -1,6 +1,6 @@
-//! The semaphore and read-write lock in row mode on PostgreSQL, MariaDB (`scripts/services.sh
-//! up`) and SQLite: the shared conformance cases, and the typed refusal of the modes that do
-//! not offer them.
+//! The semaphore and read-write lock on PostgreSQL, MariaDB (`scripts/services.sh up`) and
+//! SQLite, in every mode: the shared conformance cases, and what each mode's design adds (keys
+//! that never meet, crashed holders, inspect).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
@@ -127,25 +127,66 @@ mod mysql_for_update_rwlock {
     lock_core::rwlock_suite!(super::Row(super::mysql_for_update));
 }
 
-/// The modes without a semaphore or read-write lock refuse with a typed error naming where
-/// they are offered, never a leased stand-in: advisory's read-write lock on MySQL/MariaDB
-/// (`GET_LOCK` has no shared mode).
-#[tokio::test]
-async fn modes_without_the_primitive_refuse_with_unsupported() {
+/// MySQL/MariaDB advisory mode offers the read-write lock too, built from exclusive `GET_LOCK`
+/// locks: a gate, reader slots and a writer mark (`advisory/gated_rw.rs`).
+mod mysql_advisory_rwlock {
+    lock_core::rwlock_suite!(super::Row(super::mysql_advisory));
+}
+
+/// MySQL/MariaDB advisory: a reader whose connection dies frees its slot, so a writer waiting
+/// for it gets the lock with a greater token; inspect shows the reader, then the waiting
+/// writer, then the writer alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_advisory_rwlock_crashed_reader_lets_the_writer_in() {
     let url = mysql_advisory();
-    match lock_sql::connect_rwlock(&url).await.map(drop) {
-        Err(LockError::Unsupported { operation, .. }) => {
-            assert!(operation.contains("mode=row"), "{url}: {operation}")
+    let name = format!("rw-crash-{}", &lock_core::backend::owner_token()[..8]);
+    let (reader, proxy) = support::through_proxy(&url).await;
+    let r = reader.read(&name, &AcquireOptions::new()).await.unwrap();
+    let writers = lock_sql::connect_rwlock(&url).await.unwrap();
+    let info = writers.inspect(&name).await.unwrap();
+    assert_eq!(
+        (info.readers, info.writer, info.waiters),
+        (1, false, 0),
+        "{info:?}"
+    );
+    let w = tokio::spawn({
+        let (writers, name) = (Arc::clone(&writers), name.clone());
+        async move {
+            let o = AcquireOptions::new().wait(Duration::from_secs(10));
+            writers.write(&name, &o).await
         }
-        other => panic!("{url}: {other:?}"),
-    }
-    // The same client type refuses at the call too.
-    let lock = support::connect_or_explain(&url).await;
-    let e = lock
-        .try_read("x", &AcquireOptions::new())
+    });
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(!w.is_finished(), "a writer beside a live reader");
+    let info = writers.inspect(&name).await.unwrap();
+    assert_eq!(
+        (info.readers, info.writer, info.waiters),
+        (1, false, 1),
+        "{info:?}"
+    );
+    let crashed = tokio::time::Instant::now();
+    proxy.kill();
+    let g = tokio::time::timeout(Duration::from_secs(5), w)
         .await
-        .unwrap_err();
-    assert!(matches!(e, LockError::Unsupported { .. }), "{e}");
+        .expect("the writer still waits for a crashed reader")
+        .unwrap()
+        .unwrap();
+    assert!(
+        crashed.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        crashed.elapsed()
+    );
+    assert!(g.fencing_token() > r.fencing_token());
+    let info = writers.inspect(&name).await.unwrap();
+    assert_eq!((info.readers, info.writer), (0, true), "{info:?}");
+    g.release().await.unwrap();
+    let info = writers.inspect(&name).await.unwrap();
+    assert_eq!(
+        (info.readers, info.writer, info.waiters),
+        (0, false, 0),
+        "{info:?}"
+    );
+    drop(r);
 }
 
 /// On PostgreSQL advisory, a read-write lock and a mutex of one name never meet: the mutex
@@ -249,15 +290,12 @@ async fn advisory_semaphore_keys_never_meet_other_locks() {
             let g = DistributedLock::try_acquire(&b, &n, &o).await.unwrap();
             held.push(g.unwrap_or_else(|| panic!("{url}: mutex {n:?} met the semaphore")));
         }
-        let writer = match url.starts_with("postgres") {
-            true => Some(
-                b.try_write(name, &o)
-                    .await
-                    .unwrap()
-                    .expect("writer met the semaphore"),
-            ),
-            false => None,
-        };
+        let writer = Some(
+            b.try_write(name, &o)
+                .await
+                .unwrap()
+                .unwrap_or_else(|| panic!("{url}: the writer met the semaphore or a mutex")),
+        );
         // Still one permit only, and taken again at once through the gate.
         assert!(DistributedSemaphore::try_acquire(&b, name, 1, &o)
             .await

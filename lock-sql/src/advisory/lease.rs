@@ -21,8 +21,9 @@ pub(super) struct AdvisoryLease {
     pub(super) session: Mutex<Option<Session>>,
     /// The holder identity's record, deleted before the unlock.
     pub(super) forget: Option<Forget>,
-    /// The name the lock statements bind: the lock's own, or a semaphore slot's internal name.
-    pub(super) key: String,
+    /// The names the lock statements bind, given back in this order: the lock's own, or the
+    /// internal names a semaphore permit or a read-write lock side holds.
+    pub(super) keys: Vec<String>,
     /// The statement that gives the lock back.
     pub(super) unlock: String,
     pub(super) sql: Arc<AdvisoryStatements>,
@@ -54,15 +55,17 @@ impl Lease for AdvisoryLease {
                 return Ok(());
             }
         }
-        let q = sqlx::query(AssertSqlSafe(self.unlock.as_str())).bind(self.key.as_str());
-        // On any failure the session is dropped, so closed: the database frees the lock.
-        match fetch_i64(q, session.conn()).await {
-            Ok(1) => {}
-            Ok(_) => return Err(held.gone()),
-            Err(e) if is_connection_gone(&e) || matches!(e, sqlx::Error::Database(_)) => {
-                return Err(held.lost(&e))
+        for key in &self.keys {
+            let q = sqlx::query(AssertSqlSafe(self.unlock.as_str())).bind(key.as_str());
+            // On any failure the session is dropped, so closed: the database frees the lock.
+            match fetch_i64(q, session.conn()).await {
+                Ok(1) => {}
+                Ok(_) => return Err(held.gone()),
+                Err(e) if is_connection_gone(&e) || matches!(e, sqlx::Error::Database(_)) => {
+                    return Err(held.lost(&e))
+                }
+                Err(e) => return Err(map(e, &held.label, Some(&held.name))),
             }
-            Err(e) => return Err(map(e, &held.label, Some(&held.name))),
         }
         session.recycle(self.sql.reset).await;
         tracing::debug!(backend = %held.label, name = %held.name, "advisory lock released");

@@ -67,6 +67,8 @@ use crate::sessions::{Forget, SessionStatements};
 use crate::statements::{self, AdvisoryStatements, LockTexts};
 use crate::token;
 
+pub(crate) mod gated_rw;
+mod internal;
 mod lease;
 pub(crate) mod semaphore;
 mod session;
@@ -303,13 +305,13 @@ impl AdvisoryLock {
             .map_err(|e| map(e, &self.client.label, Some(name)))
     }
 
-    /// The parts of a guard whose lock `session` holds: `(name, key, what)` are the lock's name,
-    /// the name its lock statements bind (the name itself, or a semaphore slot's internal name)
-    /// and what it is, for messages. `forget`: the holder identity's record, if any.
+    /// The parts of a guard whose lock `session` holds: `(name, keys, what)` are the lock's name,
+    /// the names its lock statements bind, given back in this order on release (the name
+    /// itself, or internal names) and what it is, for messages. `forget`: the holder identity's record, if any.
     fn guard_parts(
         &self,
         session: Session,
-        (name, key, what): (&str, &str, &'static str),
+        (name, keys, what): (&str, Vec<String>, &'static str),
         token: u64,
         forget: Option<Forget>,
         opts: &AcquireOptions,
@@ -328,7 +330,7 @@ impl AdvisoryLock {
             lease: Arc::new(AdvisoryLease {
                 session: Mutex::new(Some(session)),
                 forget,
-                key: key.to_owned(),
+                keys,
                 unlock: self.texts.unlock.clone(),
                 sql: Arc::clone(&self.sql),
                 held: Held::new(name, label, what, idle),
@@ -390,7 +392,7 @@ impl LockBackend for AdvisoryLock {
             let started = self
                 .guard_parts(
                     session,
-                    (name, name, "advisory lock"),
+                    (name, vec![name.to_owned()], "advisory lock"),
                     token,
                     forget,
                     opts,

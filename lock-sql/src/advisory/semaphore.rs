@@ -51,7 +51,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lock_core::backend::name::MAX_NAME_BYTES;
 use lock_core::backend::{Attempt, Backoff, Deadline};
 use lock_core::{AcquireOptions, LockError, LockGuard, SemaphoreInfo, MAX_PERMITS};
 use sqlx::{AssertSqlSafe, Row};
@@ -60,19 +59,14 @@ use tokio::time::Instant;
 use super::session::{fetch_i64, Session};
 use super::AdvisoryLock;
 use crate::client::SqlClient;
-use crate::config::Mode;
-use crate::error::{map, Failure};
-use crate::statements::{self, CountStatements};
+use crate::error::map;
+use crate::statements::CountStatements;
 use crate::token;
 
 /// The internal name of `part` of semaphore `name` (see the module docs): longer than any lock
 /// name may be.
 fn internal(part: &str, name: &str) -> String {
-    let mut s = format!("distlock semaphore {part}:");
-    let pad = (MAX_NAME_BYTES + 1).saturating_sub(s.len());
-    s.extend(std::iter::repeat_n(' ', pad));
-    s.push_str(name);
-    s
+    super::internal::internal_name("semaphore", part, name)
 }
 
 fn gate(name: &str) -> String {
@@ -98,16 +92,7 @@ impl AdvisorySemaphore {
     /// Store errors creating the table; [`LockError::InvalidConfig`] on SQLite.
     pub(crate) async fn new(client: &Arc<SqlClient>) -> Result<Self, LockError> {
         let locks = AdvisoryLock::new(Arc::clone(client))?;
-        let (d, t) = (client.cfg.dialect, &client.cfg.table);
-        let counts = statements::counts(d, t).ok_or_else(|| {
-            LockError::invalid_config(format!(
-                "mode=advisory is not available on {}: use mode=row",
-                d.label()
-            ))
-        })?;
-        let mut schema = statements::client(d, Mode::Advisory, t);
-        schema.schema = vec![counts.create.clone()];
-        client.create_schema(&schema).await?;
+        let counts = super::internal::count_table(client).await?;
         Ok(AdvisorySemaphore { locks, counts })
     }
 
@@ -137,7 +122,8 @@ impl AdvisorySemaphore {
             // Dropped (closed) if this future is dropped: the database frees what it holds.
             let mut session = self.locks.session(name).await?;
             if !self
-                .through_gate(&mut session, name, &gate, try_only, &deadline)
+                .locks
+                .wait_take(&mut session, (name, &gate), try_only, &deadline, None)
                 .await?
             {
                 session.recycle(self.locks.sql.reset).await;
@@ -148,7 +134,7 @@ impl AdvisorySemaphore {
             let admitted = self
                 .admit(&mut session, name, max_count, opts.ttl, try_only, &deadline)
                 .await?;
-            self.give_back(&mut session, name, &gate).await?;
+            self.locks.give_back(&mut session, name, &gate).await?;
             let Some((slot, started)) = admitted else {
                 session.recycle(self.locks.sql.reset).await;
                 return Ok(None);
@@ -158,7 +144,7 @@ impl AdvisorySemaphore {
                 token::draw(&self.locks.sql.draw_token, session.conn(), label, name).await?;
             let parts = self.locks.guard_parts(
                 session,
-                (name, &slot, "semaphore permit"),
+                (name, vec![slot], "semaphore permit"),
                 token,
                 None,
                 opts,
@@ -171,34 +157,6 @@ impl AdvisorySemaphore {
                 Err(e) => {
                     tracing::debug!(token, error = %e, "won a permit too late to use it; gave it back, retrying")
                 }
-            }
-        }
-    }
-
-    /// Takes the gate of `name` on `session`, waiting in the database's queue until
-    /// `deadline` (trying once if `try_only`): whether it was granted.
-    async fn through_gate(
-        &self,
-        session: &mut Session,
-        name: &str,
-        gate: &str,
-        try_only: bool,
-        deadline: &Deadline,
-    ) -> Result<bool, LockError> {
-        loop {
-            let remaining = deadline.remaining();
-            let nowait = try_only || remaining.is_some_and(|r| r.is_zero());
-            match self
-                .locks
-                .lock(session, (name, gate), remaining, nowait)
-                .await
-            {
-                Ok(true) => return Ok(true),
-                Ok(false) | Err(Failure::Busy | Failure::Retry) => {}
-                Err(Failure::Error(e)) => return Err(e),
-            }
-            if nowait || deadline.expired() {
-                return Ok(false);
             }
         }
     }
@@ -223,7 +181,7 @@ impl AdvisorySemaphore {
             let started = Instant::now();
             for i in 0..max_count {
                 let slot = slot(i, name);
-                if self.try_take(session, name, &slot).await? {
+                if self.locks.try_take(session, name, &slot).await? {
                     return Ok(Some((slot, started)));
                 }
             }
@@ -263,14 +221,14 @@ impl AdvisorySemaphore {
             let mut in_use = false;
             for i in 0..slots {
                 let s = slot(i, name);
-                if !self.try_take(session, name, &s).await? {
+                if !self.locks.try_take(session, name, &s).await? {
                     in_use = true;
                     break;
                 }
                 taken.push(s);
             }
             for s in &taken {
-                self.give_back(session, name, s).await?;
+                self.locks.give_back(session, name, s).await?;
             }
             if in_use {
                 return Err(lock_core::semaphore::other_count(name, n, max_count));
@@ -283,55 +241,6 @@ impl AdvisorySemaphore {
             .await
             .map(drop)
             .map_err(m)
-    }
-
-    /// Takes the lock of internal name `key` (of semaphore `name`) on `session` without
-    /// waiting: whether it was free.
-    async fn try_take(
-        &self,
-        session: &mut Session,
-        name: &str,
-        key: &str,
-    ) -> Result<bool, LockError> {
-        self.locks.ensure_key(key).await?;
-        let q = sqlx::query(AssertSqlSafe(self.locks.sql.try_lock.as_str())).bind(key);
-        match fetch_i64(q, session.conn())
-            .await
-            .map_err(|e| map(e, self.label(), Some(name)))?
-        {
-            1 => Ok(true),
-            0 => Ok(false),
-            other => Err(LockError::backend(
-                self.label(),
-                Some(name),
-                format!("the semaphore's advisory lock call failed (returned {other})"),
-                None,
-            )),
-        }
-    }
-
-    /// Gives back the lock of internal name `key` that `session` holds.
-    async fn give_back(
-        &self,
-        session: &mut Session,
-        name: &str,
-        key: &str,
-    ) -> Result<(), LockError> {
-        let q = sqlx::query(AssertSqlSafe(self.locks.sql.unlock.as_str())).bind(key);
-        match fetch_i64(q, session.conn())
-            .await
-            .map_err(|e| map(e, self.label(), Some(name)))?
-        {
-            1 => Ok(()),
-            other => Err(LockError::backend(
-                self.label(),
-                Some(name),
-                format!(
-                    "giving back one of the semaphore's advisory locks failed (returned {other}); its connection is closed instead"
-                ),
-                None,
-            )),
-        }
     }
 
     /// The name's count, holders and waiters now (see the module docs).

@@ -216,6 +216,9 @@ impl RwLockBackend for SqlLock {
         if let Some(side) = self.advisory_side(access) {
             return LockBackend::attempt(side, name, opts, how).await;
         }
+        if let Some(rw) = self.advisory_gated_rw().await? {
+            return rw.attempt(name, access, opts, how).await;
+        }
         if let Some(rw) = self.for_update_rw().await? {
             return rw.attempt(name, access, opts, how).await;
         }
@@ -231,7 +234,8 @@ impl RwLockBackend for SqlLock {
     fn capabilities(&self) -> Capabilities {
         match self.advisory_side(Access::Read) {
             Some(side) => LockBackend::capabilities(side),
-            None if self.client().cfg.mode == Mode::ForUpdate => held_capabilities(self),
+            // MySQL/MariaDB's gated read-write lock: held by a session, as for_update's.
+            None if self.client().cfg.mode != Mode::Row => held_capabilities(self),
             None => capabilities(),
         }
     }
@@ -246,6 +250,9 @@ impl RwLockBackend for SqlLock {
             let mut info = RwLockInfo::default();
             (info.readers, info.writer, info.waiters) = (readers, writers > 0, waiting);
             return Ok(info);
+        }
+        if let Some(rw) = self.advisory_gated_rw().await? {
+            return rw.inspect(name).await;
         }
         if self.client().cfg.mode == Mode::ForUpdate {
             // Another session cannot count the readers holding a shared row lock.
@@ -276,15 +283,19 @@ pub async fn connect_semaphore(url: &str) -> Result<Arc<dyn DistributedSemaphore
     Ok(Arc::new(lock))
 }
 
-/// Connects a read-write lock from a SQL URL: row mode (the default), or advisory mode on
-/// PostgreSQL (`pg_advisory_lock_shared` / `pg_advisory_lock`).
+/// Connects a read-write lock from a SQL URL: row mode (the default), for_update mode (`FOR
+/// SHARE` / `LOCK IN SHARE MODE` against `FOR UPDATE` behind a gate row), or advisory mode
+/// (PostgreSQL: `pg_advisory_lock_shared` / `pg_advisory_lock`; MySQL/MariaDB, whose `GET_LOCK`
+/// has no shared mode: a gate lock and reader slot locks, `advisory/gated_rw.rs`).
 ///
 /// # Errors
-/// As [`crate::connect`]; [`LockError::Unsupported`] in for_update mode and in advisory mode on
-/// MySQL/MariaDB (`GET_LOCK` has no shared mode).
+/// As [`crate::connect`].
 pub async fn connect_rwlock(url: &str) -> Result<Arc<dyn DistributedRwLock>, LockError> {
     let lock = SqlLock::connect(SqlConfig::from_url(url)?).await?;
-    if lock.advisory_side(Access::Read).is_none() && lock.for_update_rw().await?.is_none() {
+    if lock.advisory_side(Access::Read).is_none()
+        && lock.for_update_rw().await?.is_none()
+        && lock.advisory_gated_rw().await?.is_none()
+    {
         lock.permits("read-write lock").await?;
     }
     Ok(Arc::new(lock))
