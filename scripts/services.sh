@@ -18,7 +18,8 @@
 # 17001-17005, ZooKeeper 12181 and an ensemble on 12281-12283, PostgreSQL 15432 (trust auth, plus
 # role distlock_pw / password distlock-pw that must authenticate; the same user exists on every
 # Redis), MariaDB 13306, etcd 12379 (peer 12380) and a 3-member etcd cluster on client ports
-# 12479, 12489, 12499 (peers 12480, 12490, 12500). `up` also installs protoc
+# 12479, 12489, 12499 (peers 12480, 12490, 12500), and redis-py in a venv under $DIR/redis-py (the
+# interop partner of lock-redis/tests/redis_py.rs and a bench peer). `up` also installs protoc
 # (protobuf-compiler), which lock-etcd's build needs (scripts/test.sh builds --all-features).
 set -euo pipefail
 
@@ -125,6 +126,15 @@ redis_start() {
     --maxclients 4000 "${extra[@]}" >/dev/null
   wait_until "redis on $port" "$d/redis.log" redis_ok "$port"
   redis_acl "$port"
+}
+redis_py_venv() { # redis-py in a venv: the interop partner (lock-redis/tests/redis_py.rs) and a bench peer
+  local v="$DIR/redis-py"
+  if [ -x "$v/bin/python" ] && "$v/bin/python" -c 'import redis' 2>/dev/null; then return 0; fi
+  ensure_pkg python3 python3
+  python3 -c 'import venv, ensurepip' 2>/dev/null || ensure_pkg /usr/share/doc/python3-venv python3-venv
+  log "making the redis-py venv in $v"
+  python3 -m venv "$v" >"$DIR/redis-py-venv.log" 2>&1 || die "python3 -m venv failed (see $DIR/redis-py-venv.log)"
+  "$v/bin/pip" install -q 'redis>=5,<7' >>"$DIR/redis-py-venv.log" 2>&1 || die "pip install redis failed (see $DIR/redis-py-venv.log)"
 }
 redis_acl() { # A user that must give its password (the default has none), for the bad-input tests.
   redis-cli -h 127.0.0.1 -p "$1" acl setuser distlock_pw on '>distlock-pw' '~*' '&*' '+@all' >/dev/null
@@ -407,7 +417,7 @@ ALL=(redis redlock zk zk-ensemble zk-netns postgres mysql etcd etcd-cluster)
 
 svc_up() {
   case $1 in
-    redis) redis_start "$REDIS_PORT"; redis_start "$REDIS_REPLICA_PORT" ;;
+    redis) redis_start "$REDIS_PORT"; redis_start "$REDIS_REPLICA_PORT"; redis_py_venv ;;
     redlock) for p in "${REDLOCK_PORTS[@]}"; do redis_start "$p"; done ;;
     zk) zk_start "$ZK_PORT"; zk_wait "$ZK_PORT" ;;
     zk-ensemble)
@@ -485,6 +495,7 @@ DISTLOCK_TEST_POSTGRES_URL=postgres://postgres@127.0.0.1:$PG_PORT/distlock
 DISTLOCK_TEST_MYSQL_URL=mysql://root@127.0.0.1:$MYSQL_PORT/distlock
 DISTLOCK_TEST_ETCD_URL=etcd://127.0.0.1:$ETCD_PORT
 DISTLOCK_TEST_ETCD_CLUSTER_URL=etcd://$(printf '127.0.0.1:%s,' "${ETCD_CLUSTER_PORTS[@]}" | sed 's/,$//')
+DISTLOCK_REDIS_PY=$DIR/redis-py/bin/python
 EOF
 }
 

@@ -5,12 +5,14 @@
 //! needs no services; `--all` adds every store `scripts/services.sh up` provides.
 
 mod charts;
+mod external;
 mod peers;
 mod raw;
 mod report;
 mod scenarios;
 mod stats;
 mod targets;
+mod verdicts;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -164,6 +166,10 @@ async fn run_target(
             let peer = peers::RslockPeer::new(url);
             rows.push(scenarios::uncontended::run("rslock (redlock)", &peer, Some(&raw), d).await?);
         }
+        for peer in external::Peer::for_target(&t) {
+            let work = external::work_dir(&args.out);
+            rows.push(external::run(peer, &t, "uncontended", 1, d, &work).await);
+        }
         bar.inc(1);
     }
     if plan.contended {
@@ -178,13 +184,21 @@ async fn run_target(
                         .map_err(|e| e.to_string())?,
                 ));
             }
-            rows.push(scenarios::contended::run("naive-poll (redis)", naive, d).await?);
+            let mut row = scenarios::contended::run("naive-poll (redis)", naive, d).await?;
+            row.note = peers::NAIVE_GIVES_UP.into();
+            rows.push(row);
         }
         if t.url.starts_with("redlock://") {
             let peers: Vec<Arc<dyn DistributedLock>> = (0..args.workers)
                 .map(|_| Arc::new(peers::RslockPeer::new(url)) as Arc<dyn DistributedLock>)
                 .collect();
-            rows.push(scenarios::contended::run("rslock (redlock)", peers, d).await?);
+            let mut row = scenarios::contended::run("rslock (redlock)", peers, d).await?;
+            row.note = peers::RSLOCK_GIVES_UP.into();
+            rows.push(row);
+        }
+        for peer in external::Peer::for_target(&t) {
+            let work = external::work_dir(&args.out);
+            rows.push(external::run(peer, &t, "contended", args.workers, d, &work).await);
         }
         bar.inc(1);
     }

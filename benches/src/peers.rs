@@ -12,6 +12,13 @@ use lock_core::{AcquireOptions, Capabilities, LockError, LockGuard, Wakeup};
 use redis::aio::MultiplexedConnection;
 use tokio::time::Instant;
 
+/// What a user of the naive polling lock gives up (the report's peer note).
+pub const NAIVE_GIVES_UP: &str =
+    "peer: no FIFO (polls every 10 ms), fencing by a separate INCR after the SET, no renewal, no lost-lock signal";
+/// What a user of rslock gives up (the report's peer note).
+pub const RSLOCK_GIVES_UP: &str =
+    "peer: no fencing token, no FIFO (retries after a random delay), no lost-lock signal";
+
 /// The polling interval of the naive lock (as in most tutorials).
 const POLL: Duration = Duration::from_millis(10);
 

@@ -25,63 +25,6 @@ fn opt(v: Option<f64>) -> String {
     v.map(f).unwrap_or_else(|| "–".into())
 }
 
-/// Targets from the issue that the report checks plainly.
-fn verdicts(rows: &[ResultRow]) -> Vec<String> {
-    let mut out = Vec::new();
-    for r in rows.iter().filter(|r| r.scenario == "uncontended") {
-        if let Some(ratio) = r.ratio_vs_baseline {
-            let verdict = if ratio >= 0.8 { "meets" } else { "MISSES" };
-            out.push(format!(
-                "- {}: lock ÷ raw = {ratio:.2} — {verdict} the ≥ 0.8× target",
-                r.backend
-            ));
-        }
-    }
-    let naive = rows
-        .iter()
-        .find(|r| r.scenario == "contended" && r.backend.starts_with("naive"));
-    for r in rows
-        .iter()
-        .filter(|r| r.scenario == "contended" && !r.backend.starts_with("naive"))
-    {
-        if let Some(n) = naive {
-            if r.backend == "redis" {
-                let verdict = if r.p99_us < n.p99_us {
-                    "beats"
-                } else {
-                    "DOES NOT beat"
-                };
-                out.push(format!(
-                    "- {}: contended wait p99 {} µs vs naive polling {} µs — {verdict} the polling baseline",
-                    r.backend,
-                    f(r.p99_us),
-                    f(n.p99_us)
-                ));
-            }
-        }
-        if let Some(s) = r.same_holder_fraction {
-            out.push(format!(
-                "- {}: releasing worker re-took the lock in {:.0}% of handoffs (Jain {:.2})",
-                r.backend,
-                s * 100.0,
-                r.jain_index.unwrap_or(0.0)
-            ));
-        }
-    }
-    for r in rows.iter().filter(|r| r.scenario == "contended-procs") {
-        if let Some(s) = r.same_holder_fraction {
-            out.push(format!(
-                "- {}: across processes, the releasing process re-took the lock in {:.0}% of handoffs (Jain {:.2}, wait p99 {} µs)",
-                r.backend,
-                s * 100.0,
-                r.jain_index.unwrap_or(0.0),
-                f(r.p99_us)
-            ));
-        }
-    }
-    out
-}
-
 /// Renders `report.md`.
 pub fn markdown(h: &Header, rows: &[ResultRow]) -> String {
     let mut s = String::new();
@@ -169,11 +112,23 @@ pub fn markdown(h: &Header, rows: &[ResultRow]) -> String {
                 .unwrap_or_else(|| "–".into())
         );
     }
+    let mut peers: Vec<(&str, &str)> = rows
+        .iter()
+        .filter(|r| r.note.starts_with("peer:"))
+        .map(|r| (r.backend.as_str(), r.note.as_str()))
+        .collect();
+    peers.dedup();
+    if !peers.is_empty() {
+        let _ = writeln!(s, "\n## What the peers give up\n");
+        for (who, what) in peers {
+            let _ = writeln!(s, "- {who}: {}", what.trim_start_matches("peer: "));
+        }
+    }
     for r in rows.iter().filter(|r| r.scenario.starts_with("skipped")) {
         let _ = writeln!(s, "\n- {} {}: {}", r.backend, r.scenario, r.note);
     }
     let _ = writeln!(s, "\n## Against the targets\n");
-    for v in verdicts(rows) {
+    for v in crate::verdicts::verdicts(rows) {
         let _ = writeln!(s, "{v}");
     }
     let _ = writeln!(s, "\nFigures from one run on this machine; rerun with `cargo run --release -p benches -- --all`.");

@@ -1,0 +1,237 @@
+//! The speed and fairness targets, checked from one run's rows (a verdict line each, in the
+//! report's "Against the targets"). Every figure compared comes from the same run: distlock
+//! beside its raw store primitive and beside the peers measured on the same store.
+//!
+//! 1. Contended handoffs/s ≥ the best peer on the same store, re-takes ≤ 10%, wait p99 ≤ 20 ms;
+//!    handoff p50 ≤ one store round trip + 0.2 ms (Redis, SQL), ≤ Curator's (ZooKeeper).
+//! 2. Uncontended ≥ 0.9× the raw primitive; Redlock ≥ rslock's cycles/s.
+//! 3. Across 8 processes: re-takes ≤ 20%, wait p99 ≤ 20 ms.
+//! 5. Cost per handoff flat from 1 to 1,000 waiters (worst ≤ 2× best); ≤ 2 KiB of client
+//!    memory per held lock.
+
+use crate::scenarios::ResultRow;
+
+/// The store a row ran on: a peer's label ends with it in parentheses (`rslock (redlock)`).
+fn store(label: &str) -> &str {
+    match label.rsplit_once(" (") {
+        Some((_, s)) => s.trim_end_matches(')'),
+        None => label,
+    }
+}
+
+fn is_peer(label: &str) -> bool {
+    label.contains(" (")
+}
+
+/// Round trips in one raw primitive cycle (`BEGIN; SELECT … FOR UPDATE; COMMIT` is three).
+fn raw_round_trips(label: &str) -> f64 {
+    if label.contains("for_update") {
+        3.0
+    } else {
+        2.0
+    }
+}
+
+fn ms(us: f64) -> String {
+    format!("{:.1} ms", us / 1000.0)
+}
+
+fn verdict(ok: bool) -> &'static str {
+    if ok {
+        "meets"
+    } else {
+        "MISSES"
+    }
+}
+
+/// One line per target and backend.
+pub fn verdicts(rows: &[ResultRow]) -> Vec<String> {
+    let mut out = Vec::new();
+    fn rows_of<'a>(
+        rows: &'a [ResultRow],
+        scenario: &'a str,
+    ) -> impl Iterator<Item = &'a ResultRow> + 'a {
+        rows.iter().filter(move |r| r.scenario == scenario)
+    }
+    let of = |scenario: &'static str| rows_of(rows, scenario);
+    // 2. Uncontended.
+    for r in of("uncontended").filter(|r| !is_peer(&r.backend)) {
+        if let Some(ratio) = r.ratio_vs_baseline {
+            out.push(format!(
+                "- {}: uncontended lock ÷ raw = {ratio:.2} — {} the ≥ 0.9× target",
+                r.backend,
+                verdict(ratio >= 0.9)
+            ));
+        }
+        for p in of("uncontended").filter(|p| is_peer(&p.backend) && store(&p.backend) == r.backend)
+        {
+            out.push(format!(
+                "- {}: uncontended {:.0} cycles/s vs {} {:.0} — {} the ≥ peer target",
+                r.backend,
+                r.ops_per_sec,
+                p.backend,
+                p.ops_per_sec,
+                if r.ops_per_sec >= p.ops_per_sec {
+                    "meets"
+                } else {
+                    "MISSES"
+                }
+            ));
+        }
+    }
+    // 1. Contended, in one process.
+    for r in of("contended").filter(|r| !is_peer(&r.backend)) {
+        let peers: Vec<&ResultRow> = of("contended")
+            .filter(|p| is_peer(&p.backend) && store(&p.backend) == r.backend)
+            .collect();
+        if let Some(best) = peers
+            .iter()
+            .max_by(|a, b| a.ops_per_sec.total_cmp(&b.ops_per_sec))
+        {
+            out.push(format!(
+                "- {}: contended {:.0} handoffs/s vs the best peer {} {:.0} — {} the ≥ best peer target",
+                r.backend,
+                r.ops_per_sec,
+                best.backend,
+                best.ops_per_sec,
+                verdict(r.ops_per_sec >= best.ops_per_sec)
+            ));
+        }
+        let retakes = r.same_holder_fraction.unwrap_or(0.0);
+        out.push(format!(
+            "- {}: contended re-takes {:.0}%, wait p99 {} — {} the ≤ 10%, ≤ 20 ms target",
+            r.backend,
+            retakes * 100.0,
+            ms(r.p99_us),
+            verdict(retakes <= 0.10 && r.p99_us <= 20_000.0)
+        ));
+        let handoff = r.handoff_p50_us.unwrap_or(f64::MAX);
+        if r.backend == "zookeeper" {
+            if let Some(c) = peers.iter().find(|p| p.backend.starts_with("Curator")) {
+                let theirs = c.handoff_p50_us.unwrap_or(0.0);
+                out.push(format!(
+                    "- zookeeper: handoff p50 {} vs Curator's {} — {} the ≤ Curator target",
+                    ms(handoff),
+                    ms(theirs),
+                    verdict(handoff <= theirs)
+                ));
+            }
+        } else if r.backend == "redis"
+            || r.backend.contains("-row")
+            || r.backend.contains("-for_update")
+            || r.backend.contains("-advisory")
+        {
+            let raw = of("uncontended")
+                .find(|u| u.backend == r.backend)
+                .and_then(|u| u.baseline_ops_per_sec);
+            if let Some(raw) = raw {
+                let rtt = 1e6 / raw / raw_round_trips(&r.backend);
+                out.push(format!(
+                    "- {}: handoff p50 {} vs one round trip {} + 0.2 ms — {} the target",
+                    r.backend,
+                    ms(handoff),
+                    ms(rtt),
+                    verdict(handoff <= rtt + 200.0)
+                ));
+            }
+        }
+    }
+    // 3. Across processes.
+    for r in of("contended-procs") {
+        let retakes = r.same_holder_fraction.unwrap_or(0.0);
+        out.push(format!(
+            "- {}: across {} processes re-takes {:.0}%, wait p99 {} — {} the ≤ 20%, ≤ 20 ms target",
+            r.backend,
+            r.param.unwrap_or(0),
+            retakes * 100.0,
+            ms(r.p99_us),
+            verdict(retakes <= 0.20 && r.p99_us <= 20_000.0)
+        ));
+    }
+    // 5. Scale.
+    let mut backends: Vec<&str> = of("scaling-waiters").map(|r| r.backend.as_str()).collect();
+    backends.dedup();
+    for b in backends {
+        let costs: Vec<(u64, f64)> = of("scaling-waiters")
+            .filter(|r| r.backend == b && r.p50_us > 0.0)
+            .map(|r| (r.param.unwrap_or(0), r.p50_us))
+            .collect();
+        let lo = costs.iter().map(|c| c.1).fold(f64::MAX, f64::min);
+        let hi = costs.iter().map(|c| c.1).fold(0.0, f64::max);
+        if costs.len() > 1 {
+            out.push(format!(
+                "- {b}: µs per handoff from {} to {} waiters: {} — worst ÷ best {:.1}, {} the flat (≤ 2×) target",
+                costs.first().map_or(0, |c| c.0),
+                costs.last().map_or(0, |c| c.0),
+                costs.iter().map(|c| format!("{:.0}", c.1)).collect::<Vec<_>>().join(" / "),
+                hi / lo,
+                verdict(hi <= 2.0 * lo)
+            ));
+        }
+    }
+    for r in of("scaling-names") {
+        if let (Some(kb), Some(n)) = (r.rss_kb, r.param) {
+            let per = kb as f64 * 1024.0 / n.max(1) as f64;
+            out.push(format!(
+                "- {}: {:.0} bytes of client memory per held lock ({} held) — {} the ≤ 2 KiB target",
+                r.backend,
+                per,
+                n,
+                verdict(per <= 2048.0)
+            ));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(backend: &str, scenario: &str, ops: f64) -> ResultRow {
+        ResultRow {
+            backend: backend.into(),
+            scenario: scenario.into(),
+            ops_per_sec: ops,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn peers_are_matched_to_their_store() {
+        assert_eq!(store("rslock (redlock)"), "redlock");
+        assert_eq!(store("redis-py Lock (redis)"), "redis");
+        assert_eq!(store("postgres-row"), "postgres-row");
+        let rows = vec![
+            row("redis", "contended", 900.0),
+            row("naive-poll (redis)", "contended", 2000.0),
+            row("redis-py Lock (redis)", "contended", 1500.0),
+            row("redlock", "contended", 5000.0),
+        ];
+        let v = verdicts(&rows);
+        let line = v
+            .iter()
+            .find(|l| l.contains("best peer") && l.starts_with("- redis:"));
+        assert!(
+            line.is_some_and(|l| l.contains("naive-poll (redis) 2000") && l.contains("MISSES")),
+            "{v:?}"
+        );
+        assert!(
+            !v.iter()
+                .any(|l| l.starts_with("- redlock:") && l.contains("best peer")),
+            "{v:?}"
+        );
+    }
+
+    #[test]
+    fn memory_per_lock_is_judged_against_2_kib() {
+        let mut r = row("redis", "scaling-names", 1.0);
+        r.rss_kb = Some(30_000);
+        r.param = Some(10_000);
+        let v = verdicts(&[r]);
+        assert!(
+            v[0].contains("3072 bytes") && v[0].contains("MISSES"),
+            "{v:?}"
+        );
+    }
+}
