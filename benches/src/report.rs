@@ -112,12 +112,14 @@ pub fn markdown(h: &Header, rows: &[ResultRow]) -> String {
                 .unwrap_or_else(|| "–".into())
         );
     }
-    let mut peers: Vec<(&str, &str)> = rows
-        .iter()
-        .filter(|r| r.note.starts_with("peer:"))
-        .map(|r| (r.backend.as_str(), r.note.as_str()))
-        .collect();
-    peers.dedup();
+    // Each peer once, in the order of its first row.
+    let mut peers: Vec<(&str, &str)> = Vec::new();
+    for r in rows.iter().filter(|r| r.note.starts_with("peer:")) {
+        let peer = (r.backend.as_str(), r.note.as_str());
+        if !peers.contains(&peer) {
+            peers.push(peer);
+        }
+    }
     if !peers.is_empty() {
         let _ = writeln!(s, "\n## What the peers give up\n");
         for (who, what) in peers {
@@ -197,6 +199,42 @@ fn contended_table(s: &mut String, rows: &[ResultRow], scenario: &str, heading: 
                 .unwrap_or_default(),
             r.jain_index.map(|v| format!("{v:.2}")).unwrap_or_default(),
             r.violations
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A peer measured in several scenarios is described once, whatever rows lie between.
+    #[test]
+    fn each_peer_is_described_once() {
+        let row = |backend: &str, scenario: &str, note: &str| ResultRow {
+            backend: backend.into(),
+            scenario: scenario.into(),
+            note: note.into(),
+            ..Default::default()
+        };
+        let rows = [
+            row("redis-py Lock (redis)", "uncontended", "peer: no fencing"),
+            row("naive-poll (redis)", "contended", "peer: no FIFO"),
+            row("redis-py Lock (redis)", "contended", "peer: no fencing"),
+        ];
+        let h = Header {
+            settings: String::new(),
+            versions: Vec::new(),
+        };
+        let md = markdown(&h, &rows);
+        assert_eq!(
+            md.matches("- redis-py Lock (redis): no fencing").count(),
+            1,
+            "{md}"
+        );
+        assert_eq!(
+            md.matches("- naive-poll (redis): no FIFO").count(),
+            1,
+            "{md}"
         );
     }
 }

@@ -15,17 +15,20 @@
 -- Returns {1, token} when acquired, {0, pttl ms, queue position, counter} when not (Redlock
 -- takes its token above every counter it hears of, granting or not), {-1, type, key} for
 -- foreign data.
-local counter, bad = check_lock_keys(KEYS[1], KEYS[2], KEYS[3], KEYS[4])
+local counter, bad, queued = check_lock_keys(KEYS[1], KEYS[2], KEYS[3], KEYS[4])
 if bad then
   return bad
 end
 local t = redis.call('TIME')
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local now_ms = math.floor(now_us / 1000)
-local stale = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now_ms)
-for _, w in ipairs(stale) do
-  redis.call('ZREM', KEYS[3], w)
-  redis.call('ZREM', KEYS[4], w)
+-- Without a queue (the uncontended case) there is no queue upkeep to do.
+if queued then
+  local stale = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now_ms)
+  for _, w in ipairs(stale) do
+    redis.call('ZREM', KEYS[3], w)
+    redis.call('ZREM', KEYS[4], w)
+  end
 end
 local function grant()
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
@@ -34,7 +37,7 @@ local function grant()
   -- A single instance leaves its queue now; a Redlock waiter keeps its place until the quorum
   -- is won (its token write-back leaves every queue), so undoing a split round does not send it
   -- to the back of the line.
-  if ARGV[5] == '' then
+  if ARGV[5] == '' and queued then
     redis.call('ZREM', KEYS[3], ARGV[1])
     redis.call('ZREM', KEYS[4], ARGV[1])
   end
@@ -45,7 +48,10 @@ if holder == ARGV[1] then
   -- Ours already: refresh the lease and draw a new token by the same rule.
   return grant()
 end
-local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
+local head = nil
+if queued then
+  head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
+end
 if not holder and (head == nil or head == ARGV[1]) then
   return grant()
 end

@@ -5,13 +5,14 @@
 -- counter a string holding a decimal integer below 2^53 (exact in Lua's numbers), the queue
 -- and queue-expiry keys sorted sets.
 
--- {-1, type, key} when `key` exists with a type other than `want`, else nil.
+-- {-1, type, key} when `key` exists with a type other than `want`, else nil and whether the
+-- key exists (so a caller learns it without another call).
 local function foreign(key, want)
   local kind = redis.call('TYPE', key)['ok']
   if kind ~= 'none' and kind ~= want then
     return {-1, kind, key}
   end
-  return nil
+  return nil, kind ~= 'none'
 end
 
 -- The fencing counter at `key` (0 when absent), or nil and the {-1, …} report when the key is
@@ -31,18 +32,32 @@ local function counter_at(key)
   return tonumber(v)
 end
 
--- The first foreign report among the lock key and the two queue keys, or nil.
+-- The first foreign report among the lock key and the two queue keys, or nil and whether
+-- either queue key exists (no queue: nobody waits, and the queue upkeep can be skipped).
 local function foreign_lock_or_queue(lock, queue, qexp)
-  return foreign(lock, 'string') or foreign(queue, 'zset') or foreign(qexp, 'zset')
+  local bad = foreign(lock, 'string')
+  if bad then
+    return bad
+  end
+  local bad_q, has_q = foreign(queue, 'zset')
+  if bad_q then
+    return bad_q
+  end
+  local bad_e, has_e = foreign(qexp, 'zset')
+  if bad_e then
+    return bad_e
+  end
+  return nil, has_q or has_e
 end
 
 -- Checks all four keys of a lock and reads its fencing counter: the counter, or nil and the
--- first foreign report.
+-- first foreign report; third, whether a queue key exists.
 local function check_lock_keys(lock, counter, queue, qexp)
-  local bad = foreign_lock_or_queue(lock, queue, qexp)
+  local bad, queued = foreign_lock_or_queue(lock, queue, qexp)
   if bad then
     return nil, bad
   end
-  return counter_at(counter)
+  local n, bad_c = counter_at(counter)
+  return n, bad_c, queued
 end
 

@@ -4,7 +4,7 @@
 -- (prelude.lua) — the lock, if still ours, then frees itself when its lease runs out.
 -- KEYS: 1 lock, 2 queue, 3 queue expiry; ARGV: 1 token, 2 release channel
 -- Returns 1 when released, 0 when the lock was not ours, {-1, type, key} for foreign data.
-local bad = foreign_lock_or_queue(KEYS[1], KEYS[2], KEYS[3])
+local bad, queued = foreign_lock_or_queue(KEYS[1], KEYS[2], KEYS[3])
 if bad then
   return bad
 end
@@ -12,6 +12,12 @@ if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return 0
 end
 redis.call('DEL', KEYS[1])
+if not queued then
+  -- Nobody is queued (the uncontended case): no queue upkeep; the empty message still wakes
+  -- any local waiter whose queue entry ran out.
+  redis.call('PUBLISH', ARGV[2], '')
+  return 1
+end
 -- A Redlock holder may still be listed in this master's queue: never wake a departed head.
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('ZREM', KEYS[3], ARGV[1])
