@@ -167,10 +167,15 @@ impl Rounds for Redlock {
         .await;
         // Per master: the token it drew if it granted; the counters of those that did not.
         let (mut granted, mut counters) = (vec![None; self.nodes.len()], Vec::new());
+        // Per master: whether it still lists us in its queue (the write-back removes us).
+        let mut listed = vec![false; self.nodes.len()];
         let (mut pttl, mut errors, mut last_err, mut foreign) = (i64::MAX, 0usize, None, None);
         for (i, (r, node)) in results.into_iter().zip(&self.nodes).enumerate() {
             match r {
-                Ok(Ok(Attempt::Acquired(f))) => granted[i] = Some(f),
+                Ok(Ok(Attempt::Acquired { token, listed: l })) => {
+                    granted[i] = Some(token);
+                    listed[i] = l;
+                }
                 // The shortest remaining lease among the masters that have one (a master
                 // without the key, or one that never expires it, says nothing about when the
                 // holder's quorum runs out).
@@ -214,7 +219,7 @@ impl Rounds for Redlock {
         };
         if grants >= quorum && valid() {
             let fence = Fence::settle(&granted, &counters);
-            let stored = write_back(&self.nodes, keys, token, &fence, quorum, t).await;
+            let stored = write_back(&self.nodes, keys, (token, &listed), &fence, quorum, t).await;
             if stored >= quorum && valid() {
                 return Ok(Round::Acquired {
                     token: fence.token,

@@ -67,7 +67,7 @@ impl Rounds for Single {
         let t = self.timeout;
         let reply = tokio::time::timeout(t, bid.on(&self.node, None)).await;
         match reply {
-            Ok(Ok(Attempt::Acquired(token))) => Ok(Round::Acquired {
+            Ok(Ok(Attempt::Acquired { token, .. })) => Ok(Round::Acquired {
                 token,
                 validity: bid.ttl,
             }),

@@ -12,9 +12,9 @@
 -- in µs; Redlock passes the waiter's own arrival time so every master orders its queue alike),
 -- 6 token floor ('' = server time in µs; Redlock passes one client time per round so masters
 -- with equal counters grant equal tokens and the token write-back round can be skipped)
--- Returns {1, token} when acquired, {0, pttl ms, queue position, counter} when not (Redlock
--- takes its token above every counter it hears of, granting or not), {-1, type, key} for
--- foreign data.
+-- Returns {1, token, listed} when acquired (listed: 1 when our queue entry stays, which only a
+-- Redlock waiter's does), {0, pttl ms, queue position, counter} when not (Redlock takes its
+-- token above every counter it hears of, granting or not), {-1, type, key} for foreign data.
 local counter, bad, queued = check_lock_keys(KEYS[1], KEYS[2], KEYS[3], KEYS[4])
 if bad then
   return bad
@@ -37,11 +37,16 @@ local function grant()
   -- A single instance leaves its queue now; a Redlock waiter keeps its place until the quorum
   -- is won (its token write-back leaves every queue), so undoing a split round does not send it
   -- to the back of the line.
-  if ARGV[5] == '' and queued then
-    redis.call('ZREM', KEYS[3], ARGV[1])
-    redis.call('ZREM', KEYS[4], ARGV[1])
+  local listed = 0
+  if queued then
+    if ARGV[5] == '' then
+      redis.call('ZREM', KEYS[3], ARGV[1])
+      redis.call('ZREM', KEYS[4], ARGV[1])
+    elseif redis.call('ZSCORE', KEYS[3], ARGV[1]) then
+      listed = 1
+    end
   end
-  return {1, string.format('%d', fence)}
+  return {1, string.format('%d', fence), listed}
 end
 local holder = redis.call('GET', KEYS[1])
 if holder == ARGV[1] then

@@ -9,7 +9,8 @@
 //! plus those that confirmed the write-back (`SET counter max(counter, t)`, sent to every
 //! master). Fast path: when a quorum granted exactly `t` (their counters agreed, so the shared
 //! floor gave them one token), nothing waits for the write-back, which then only lowers the
-//! lagging counters and leaves our queue entries, off the critical path.
+//! lagging counters and leaves our queue entries, off the critical path; a master that granted
+//! exactly `t` and does not list us in its queue gets no write-back at all.
 //!
 //! # What Redlock fencing assumes
 //! A token `t` is stored on a quorum `Q` before its lock counts as held. A later round that
@@ -71,14 +72,17 @@ impl Fence {
     }
 }
 
-/// Sends the write-back of `fence` (raise the counter, leave the queue) to every master, each
-/// bounded by `per_node`. Returns how many masters are then known to store a counter ≥ the
-/// token: at once when a quorum already did (the write-backs go on in the background), else
-/// as soon as confirmations make a quorum, or when every write-back has answered or timed out.
+/// Sends the write-back of `fence` (raise the counter, leave the queue) to every master that
+/// needs it, each bounded by `per_node`: all but those that store the token already and do
+/// not list `owner` in their queue (`listed[i]`), where it would change nothing — so an
+/// uncontended round, granted alike everywhere and never queued, sends none. Returns how many
+/// masters are then known to store a counter ≥ the token: at once when a quorum already did
+/// (the write-backs go on in the background), else as soon as confirmations make a quorum,
+/// or when every write-back has answered or timed out.
 pub(crate) async fn write_back(
     nodes: &[Node],
     keys: &Keys,
-    owner: &str,
+    (owner, listed): (&str, &[bool]),
     fence: &Fence,
     quorum: usize,
     per_node: Duration,
@@ -86,6 +90,9 @@ pub(crate) async fn write_back(
     let mut stored = fence.stored_on();
     let (tx, mut rx) = mpsc::unbounded_channel();
     for (i, n) in nodes.iter().enumerate() {
+        if fence.stored[i] && !listed.get(i).copied().unwrap_or(true) {
+            continue;
+        }
         let (n, keys, owner, tx, token) = (
             n.clone(),
             keys.clone(),
