@@ -52,10 +52,13 @@
 //! In both modes the waiters of one process for one lock queue in arrival order in the process
 //! (shared by every client of the same database and table); only the head of that queue talks
 //! to the database, so N local waiters cost one poller (row mode) or one pooled connection
-//! (for_update), and a local release wakes the head at once. Across processes, row mode on
-//! PostgreSQL wakes heads by `LISTEN/NOTIFY` (one listener connection per client, the release
-//! statement notifies); MySQL and SQLite heads back off with jitter, 2 ms → 100 ms; every head
-//! also wakes at the holder's expiry. Row mode is FIFO within a process, not across processes.
+//! (for_update), and a local release wakes the head at once. Across processes, row mode's heads
+//! queue in the database (`<table>_waitq`: the acquire statement takes the lock only when no
+//! live waiter is queued ahead; a place lapses 3 s after its process stops refreshing it), so
+//! row mode is FIFO within a process and across processes. PostgreSQL wakes heads by
+//! `LISTEN/NOTIFY` (one listener connection per client, the release statement notifies); on
+//! MySQL and SQLite the queue's head looks about every 2 ms and the others less often by their
+//! place, up to 100 ms; every head also wakes at the holder's expiry.
 //! for_update and advisory heads wait in the database's lock queue (FIFO on PostgreSQL; MySQL's
 //! `GET_LOCK` queue is not documented as FIFO, so no claim there), bounded by
 //! `lock_timeout` (PostgreSQL, ms) or `innodb_lock_wait_timeout` (MySQL for_update, whole seconds

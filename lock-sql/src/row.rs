@@ -4,11 +4,19 @@
 //! ([`RowLease`]). The statements are in `statements/<dialect>.rs`.
 //!
 //! Waiting: the waiters of one process queue in arrival order ([`LocalQueue`]); only the head
-//! talks to the database, and a release by this process wakes it at once. Across processes:
-//! PostgreSQL heads are woken by `NOTIFY` from the release statement (one shared listener per
-//! client) with a 1 s safety re-check; MySQL and SQLite heads back off exponentially with
-//! jitter (2 ms → 100 ms). Every head also wakes when the holder's lease runs out. FIFO within
-//! a process, not across processes.
+//! talks to the database, and a release by this process wakes it at once. Across processes the
+//! heads queue in the database (`<t>_waitq`, `statements/queue.rs`): a head whose first try
+//! fails takes a place, refreshes it every second (a place lapses 3 s after its last refresh)
+//! and leaves it once it wins, gives up or is dropped; the acquire statement takes the lock
+//! only when no live place is ahead of the caller's, so a client that releases while another
+//! process waits goes to the back of the line. FIFO within a process and across processes.
+//! The lock row alone decides who holds the lock; the queue only decides who may try.
+//!
+//! How heads learn of a release: PostgreSQL's release statement `NOTIFY`s (one shared listener
+//! per client; a woken head tries at once, with a 1 s safety re-check); on MySQL/MariaDB and
+//! SQLite the head of the queue looks about every 2 ms (MySQL: by trying; SQLite: by a read, as
+//! a write would wait for the file) and a head with k places ahead k times less often, up to
+//! 100 ms. Every head also wakes when the holder's lease runs out.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,8 +24,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use lock_core::backend::wait::random_up_to;
 use lock_core::backend::{
-    owner_token, Attempt, Backoff, CleanupOnDrop, Deadline, GuardParts, Lease, LocalQueue,
-    LockBackend, LostSignal,
+    owner_token, Attempt, CleanupOnDrop, Deadline, GuardParts, Lease, LocalQueue, LockBackend,
+    LostSignal,
 };
 use lock_core::{AcquireOptions, Capabilities, LockError, LockGuard, LockInfo, Wakeup};
 use sqlx::AssertSqlSafe;
@@ -36,6 +44,16 @@ use crate::statements::{self, RowStatements};
 const MAX_RETRIES: u32 = 50;
 /// PostgreSQL waiters re-check at least this often in case a notification was missed.
 const NOTIFY_SAFETY_POLL: Duration = Duration::from_secs(1);
+/// A waiter's place in the name's queue lapses this long after its last refresh.
+const WAITER_TTL: Duration = Duration::from_secs(3);
+/// A waiter refreshes its place this often.
+const REFRESH: Duration = Duration::from_secs(1);
+/// MySQL/SQLite: the head of the queue looks at the lock about this often (a read); a waiter
+/// with k places ahead, k times less often, down to [`MAX_POLL`].
+const HEAD_POLL: Duration = Duration::from_millis(2);
+/// The longest a MySQL/SQLite waiter sleeps between looks (unless the holder's lease is
+/// known to last longer).
+const MAX_POLL: Duration = Duration::from_millis(100);
 
 fn ms(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
@@ -65,12 +83,18 @@ impl RowLock {
     /// The attempt runs in its own task, to completion even when the acquire is cancelled
     /// meanwhile: a statement already on its way may still insert the row after the cancel, so
     /// the attempt gives back what it won once no one is left to take it (no timing assumption).
-    async fn take(&self, name: &str, owner: &str, ttl: Duration) -> Result<Option<u64>, Failure> {
+    async fn take(
+        &self,
+        name: &str,
+        (owner, member): (&str, &str),
+        ttl: Duration,
+    ) -> Result<Option<u64>, Failure> {
         let attempt = RowLease::new(self, name, owner);
+        let member = member.to_owned();
         let (reply, answer) = oneshot::channel();
         tokio::spawn(
             async move {
-                let won = attempt.take(ttl).await;
+                let won = attempt.take(ttl, &member).await;
                 if let Err(Ok(Some(_))) = reply.send(won) {
                     tracing::debug!(
                         "the acquire was cancelled after its attempt won; giving the row back"
@@ -101,6 +125,52 @@ impl RowLock {
         row.map(|r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)))
             .transpose()
             .map_err(|e: sqlx::Error| map(e, label, Some(name)))
+    }
+
+    /// Joins the queue of `name` as `member`, or refreshes that place.
+    async fn join(&self, name: &str, member: &str) -> Result<(), LockError> {
+        sqlx::query(AssertSqlSafe(self.sql.enqueue.as_str()))
+            .bind(name)
+            .bind(member)
+            .bind(ms(WAITER_TTL))
+            .execute(&self.client.pool)
+            .await
+            .map(drop)
+            .map_err(|e| map(e, &self.client.label, Some(name)))
+    }
+
+    /// Leaves the queue of `name` (sweeping its lapsed places) when dropped or run: however
+    /// the acquisition ends, its place does not hold others back.
+    fn leave_on_drop(&self, name: &str, member: &str) -> CleanupOnDrop {
+        let (pool, sql) = (self.client.pool.clone(), Arc::clone(&self.sql));
+        let (name, member) = (name.to_owned(), member.to_owned());
+        CleanupOnDrop::new(move || {
+            Box::pin(async move {
+                let _ = sqlx::query(AssertSqlSafe(sql.leave.as_str()))
+                    .bind(&name)
+                    .bind(&member)
+                    .execute(&pool)
+                    .await;
+            })
+        })
+    }
+
+    /// The holder's milliseconds left (`None`: no row) and the live places ahead of
+    /// `member`'s in the queue of `name`.
+    async fn state(&self, name: &str, member: &str) -> Result<(Option<i64>, i64), LockError> {
+        let label = &self.client.label;
+        let q = sqlx::query(AssertSqlSafe(self.sql.state.as_str())).bind(name);
+        let q = match self.sql.positional {
+            true => q.bind(name).bind(member).bind(name).bind(member),
+            false => q.bind(member),
+        };
+        let row = q
+            .fetch_one(&self.client.pool)
+            .await
+            .map_err(|e| map(e, label, Some(name)))?;
+        let left: Option<i64> = row.try_get(0).map_err(|e| map(e, label, Some(name)))?;
+        let ahead: i64 = row.try_get(1).map_err(|e| map(e, label, Some(name)))?;
+        Ok((left, ahead))
     }
 
     /// Deletes our row if the acquire is cancelled after the attempt won it and before the
@@ -165,9 +235,13 @@ impl LockBackend for RowLock {
             }
             _ => None,
         };
-        let mut backoff = Backoff::new(Duration::from_millis(2), Duration::from_millis(100));
+        // This acquisition's place in the name's queue across processes (statements/queue.rs),
+        // joined after the first try fails; left (or swept once lapsed) however it ends.
+        let member = owner_token();
+        let mut place: Option<(CleanupOnDrop, Instant)> = None;
         let mut retries = 0u32;
-        let mut waiting = false;
+        let mut misses = 0u32;
+        let mut try_now = true;
         loop {
             // Armed before the attempt so a release between the attempt and the wait still
             // wakes us.
@@ -180,84 +254,120 @@ impl LockBackend for RowLock {
             if let Some(n) = released.as_mut().as_pin_mut() {
                 n.enable();
             }
-            let owner = owner_token();
-            let started = Instant::now();
-            let armed = self.cleanup(name, &owner);
-            match self.take(name, &owner, opts.ttl).await {
-                Ok(Some(token)) => {
-                    // The cleanup stays armed until the guard owns the row: `GuardParts::start`
-                    // may still renew a late reply, and a cancel there would leave the row held
-                    // for a lease.
-                    match self.guard(name, &owner, token, opts, started).await {
-                        Ok(g) => {
-                            armed.disarm();
-                            return Ok(Some(g));
+            if try_now {
+                let owner = owner_token();
+                let started = Instant::now();
+                let armed = self.cleanup(name, &owner);
+                match self.take(name, (&owner, &member), opts.ttl).await {
+                    Ok(Some(token)) => {
+                        if let Some((queued, _)) = place.take() {
+                            // Our place goes before the guard is handed out: a release must
+                            // never find it still ahead of the next waiter.
+                            queued.run_now().await;
                         }
-                        // Won too late to be of use and given back (the still-armed cleanup
-                        // deletes the row again in case that failed): retry while the wait
-                        // allows.
-                        Err(e) if !try_only && !deadline.expired() => {
-                            tracing::debug!(token, error = %e, "won the row too late to use it; gave it back, retrying");
-                            continue;
+                        // The cleanup stays armed until the guard owns the row:
+                        // `GuardParts::start` may still renew a late reply, and a cancel there
+                        // would leave the row held for a lease.
+                        match self.guard(name, &owner, token, opts, started).await {
+                            Ok(g) => {
+                                armed.disarm();
+                                return Ok(Some(g));
+                            }
+                            // Won too late to be of use and given back (the still-armed
+                            // cleanup deletes the row again in case that failed): retry while
+                            // the wait allows.
+                            Err(e) if !try_only && !deadline.expired() => {
+                                tracing::debug!(token, error = %e, "won the row too late to use it; gave it back, retrying");
+                                continue;
+                            }
+                            Err(e) => return Err(e),
                         }
-                        Err(e) => return Err(e),
                     }
-                }
-                Ok(None) | Err(Failure::Busy) => armed.disarm(),
-                Err(Failure::Retry) => {
-                    armed.disarm();
-                    retries += 1;
-                    if retries > MAX_RETRIES {
-                        return Err(LockError::backend(
-                            &self.client.label,
-                            Some(name),
-                            "kept deadlocking with other clients; retry later",
-                            None,
-                        ));
+                    Ok(None) | Err(Failure::Busy) => armed.disarm(),
+                    Err(Failure::Retry) => {
+                        armed.disarm();
+                        retries += 1;
+                        if retries > MAX_RETRIES {
+                            return Err(LockError::backend(
+                                &self.client.label,
+                                Some(name),
+                                "kept deadlocking with other clients; retry later",
+                                None,
+                            ));
+                        }
+                        tracing::debug!(
+                            retries,
+                            "the acquire statement conflicted (deadlock); retrying"
+                        );
+                        tokio::time::sleep(random_up_to(Duration::from_millis(5))).await;
+                        continue;
                     }
-                    tracing::debug!(
-                        retries,
-                        "the acquire statement conflicted (deadlock); retrying"
-                    );
-                    tokio::time::sleep(random_up_to(Duration::from_millis(5))).await;
-                    continue;
+                    Err(Failure::Error(e)) => return Err(e),
                 }
-                Err(Failure::Error(e)) => return Err(e),
             }
             if try_only || deadline.expired() {
+                if let Some((queued, _)) = place.take() {
+                    queued.run_now().await;
+                }
                 return Ok(None);
             }
-            let left = self.lookup(name).await?.map(|(_, _, left)| left);
-            if !waiting {
-                waiting = true;
-                tracing::debug!(
-                    holder_lease_left_ms = left,
-                    "held by another client; waiting for its release or expiry"
-                );
+            match &mut place {
+                None => {
+                    self.join(name, &member).await?;
+                    place = Some((self.leave_on_drop(name, &member), Instant::now()));
+                    tracing::debug!("held by another client, or waiters are ahead: queued");
+                    // Straight back to the take, so a release in between is not missed.
+                    try_now = true;
+                    continue;
+                }
+                Some((_, refreshed)) if refreshed.elapsed() >= REFRESH => {
+                    self.join(name, &member).await?;
+                    *refreshed = Instant::now();
+                }
+                Some(_) => {}
+            }
+            let (left, ahead) = self.state(name, &member).await?;
+            let free = left.is_none_or(|l| l <= 0);
+            if ahead == 0 && free {
+                // Our turn by the queue; a take that still fails (a row just taken by a
+                // client that ignores the queue, a place lapsing in between) pauses a little.
+                misses = if try_now { misses + 1 } else { 0 };
+                try_now = true;
+                if misses < 3 {
+                    continue;
+                }
+                misses = 0;
             }
             let until_expiry = left
                 .map(|left| {
                     Duration::from_millis(left.max(0) as u64)
                         + random_up_to(Duration::from_millis(5))
                 })
-                .unwrap_or_default();
+                .unwrap_or(MAX_POLL);
             let nap = if pg {
                 until_expiry.min(NOTIFY_SAFETY_POLL)
             } else {
-                until_expiry.min(backoff.next_delay())
+                // The head looks often; the others as often as their place warrants.
+                let places = u32::try_from(ahead).unwrap_or(u32::MAX).max(1);
+                let base = until_expiry.min(HEAD_POLL.saturating_mul(places).min(MAX_POLL));
+                base / 2 + random_up_to(base / 2)
             };
-            tokio::select! {
-                _ = either(notified.as_mut().as_pin_mut()) => {}
-                _ = either(released.as_mut().as_pin_mut()) => {}
-                _ = deadline.sleep(nap) => {}
-            }
+            let woken = tokio::select! {
+                _ = either(notified.as_mut().as_pin_mut()) => true,
+                _ = either(released.as_mut().as_pin_mut()) => true,
+                _ = deadline.sleep(nap) => false,
+            };
+            // Woken by a release, or MySQL's head looking again: straight to the take, which
+            // lets only the head in (one round trip from the release to the grant). Otherwise
+            // look at the queue before writing anything (SQLite: a write waits for the file).
+            try_now = woken || (ahead == 0 && self.client.cfg.dialect == Dialect::MySql);
         }
     }
 
     fn capabilities(&self) -> Capabilities {
         match self.client.cfg.dialect {
-            Dialect::Postgres => Capabilities::leased(Wakeup::Notify, false),
-            _ => Capabilities::leased(Wakeup::Backoff, false),
+            Dialect::Postgres => Capabilities::leased(Wakeup::Notify, true),
+            _ => Capabilities::leased(Wakeup::Backoff, true),
         }
     }
 
@@ -313,14 +423,19 @@ impl RowLease {
         }
     }
 
-    /// Takes the lock if the row is absent or expired: `Some(token)` if we now hold it.
-    async fn take(&self, ttl: Duration) -> Result<Option<u64>, Failure> {
+    /// Takes the lock if the row is absent or expired and no live waiter is queued ahead of
+    /// `member`'s place (see `statements/queue.rs`): `Some(token)` if we now hold it.
+    async fn take(&self, ttl: Duration, member: &str) -> Result<Option<u64>, Failure> {
         let name = self.name.as_str();
         let c = |e| classify(e, &self.label, Some(name));
         let q = sqlx::query(AssertSqlSafe(self.sql.acquire.as_str()))
             .bind(name)
             .bind(&self.owner)
             .bind(ms(ttl));
+        let q = match self.sql.positional {
+            true => q.bind(name).bind(member).bind(name).bind(member),
+            false => q.bind(member),
+        };
         let Some(bump) = &self.sql.bump else {
             // The acquiring statement returns the token of a won row.
             let row = q.fetch_optional(&self.pool).await.map_err(c)?;
@@ -329,7 +444,8 @@ impl RowLease {
                 .transpose()
                 .map_err(|e| Failure::Error(map(e, &self.label, Some(name))));
         };
-        if q.execute(&self.pool).await.map_err(c)?.last_insert_id() != Some(1) {
+        let done = q.execute(&self.pool).await.map_err(c)?;
+        if done.last_insert_id() != Some(1) || done.rows_affected() == 0 {
             return Ok(None);
         }
         // We hold the row: draw the token now (the next holder can only draw after we release).

@@ -15,6 +15,7 @@ mod counts;
 mod mysql;
 mod permits;
 mod postgres;
+mod queue;
 mod sets;
 mod slots;
 mod sqlite;

@@ -33,6 +33,7 @@ pub(crate) fn client(mode: Mode, t: &str) -> ClientStatements {
         Mode::Row => vec![
             Ddl::table(t, format!("CREATE TABLE IF NOT EXISTS {t} (name VARBINARY(1024) NOT NULL PRIMARY KEY, owner VARCHAR(64) NOT NULL, fence BIGINT NOT NULL, expires_at BIGINT NOT NULL) ENGINE=InnoDB")),
             Ddl::table(format!("{t}_fences"), format!("CREATE TABLE IF NOT EXISTS {t}_fences (name VARBINARY(1024) NOT NULL PRIMARY KEY, fence BIGINT NOT NULL) ENGINE=InnoDB")),
+            Ddl::table(format!("{t}_waitq"), format!("CREATE TABLE IF NOT EXISTS {t}_waitq (seq BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, name VARBINARY(1024) NOT NULL, member VARBINARY(64) NOT NULL, expires_at BIGINT NOT NULL, UNIQUE KEY name_member (name, member), KEY name_seq (name, seq)) ENGINE=InnoDB")),
         ],
         Mode::ForUpdate => vec![
             Ddl::table(t, format!("CREATE TABLE IF NOT EXISTS {t} (name VARBINARY(1024) NOT NULL PRIMARY KEY) ENGINE=InnoDB")),
@@ -76,12 +77,21 @@ pub(crate) fn row(t: &str) -> RowStatements {
         // row) and 0 when the row is held; the token is then drawn by `bump` while we hold it,
         // so tokens are serialized by the lock itself. Assignments run left to right: `owner`
         // reads the old `expires_at`.
+        // No row selected (a waiter is ahead): nothing inserted, LAST_INSERT_ID not called, so
+        // the OK packet's id is 0 — and no row is affected (both are checked). The queue is
+        // read without locks (the session's READ COMMITTED).
         acquire: format!(
-            "INSERT INTO {t} (name, owner, fence, expires_at) VALUES (?, ?, LAST_INSERT_ID(1), {now} + ?) \
+            "INSERT INTO {t} (name, owner, fence, expires_at) SELECT ?, ?, LAST_INSERT_ID(1), {now} + ? FROM DUAL \
+             WHERE NOT EXISTS ({ahead}) \
              ON DUPLICATE KEY UPDATE \
-             owner = IF(expires_at <= {now}, VALUES(owner), owner), \
-             expires_at = IF(expires_at <= {now}, VALUES(expires_at), expires_at + 0 * LAST_INSERT_ID(0))"
+             owner = IF({t}.expires_at <= {now}, VALUES(owner), {t}.owner), \
+             expires_at = IF({t}.expires_at <= {now}, VALUES(expires_at), {t}.expires_at + 0 * LAST_INSERT_ID(0))",
+            ahead = super::queue::ahead(t, now, "?", "?"),
         ),
+        enqueue: super::queue::enqueue_upsert(t, now, ["?", "?", "?"], "ON DUPLICATE KEY UPDATE expires_at = VALUES(expires_at)"),
+        leave: super::queue::leave(t, now, "?", "?"),
+        state: super::queue::state(t, now, "?", "?"),
+        positional: true,
         bump: Some(format!(
             "INSERT INTO {t}_fences (name, fence) VALUES (?, LAST_INSERT_ID(1)) ON DUPLICATE KEY UPDATE fence = LAST_INSERT_ID(fence + 1)"
         )),

@@ -33,6 +33,8 @@ pub(crate) fn client(mode: Mode, t: &str) -> ClientStatements {
         Mode::Row => vec![
             Ddl::table(t, format!("CREATE TABLE IF NOT EXISTS {t} (name TEXT PRIMARY KEY, owner TEXT NOT NULL, fence BIGINT NOT NULL, expires_at BIGINT NOT NULL)")),
             Ddl::table(format!("{t}_fences"), format!("CREATE TABLE IF NOT EXISTS {t}_fences (name TEXT PRIMARY KEY, fence BIGINT NOT NULL)")),
+            Ddl::table(format!("{t}_waitq"), format!("CREATE TABLE IF NOT EXISTS {t}_waitq (seq BIGSERIAL PRIMARY KEY, name TEXT NOT NULL, member TEXT NOT NULL, expires_at BIGINT NOT NULL, UNIQUE (name, member))")),
+            Ddl::table(format!("{t}_waitq_order"), format!("CREATE INDEX IF NOT EXISTS {t}_waitq_order ON {t}_waitq (name, seq)")),
         ],
         Mode::ForUpdate => vec![
             Ddl::table(t, format!("CREATE TABLE IF NOT EXISTS {t} (name TEXT PRIMARY KEY)")),
@@ -76,13 +78,19 @@ pub(crate) fn row(t: &str) -> RowStatements {
         // CTEs), and the counter is bumped only for a row won; the counter row stays locked
         // until commit.
         acquire: format!(
-            "WITH won AS (INSERT INTO {t} (name, owner, fence, expires_at) VALUES ($1, $2, 0, {now} + $3) \
+            "WITH won AS (INSERT INTO {t} (name, owner, fence, expires_at) SELECT $1, $2, 0, {now} + $3 \
+             WHERE NOT EXISTS ({ahead}) \
              ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at \
              WHERE {t}.expires_at <= {now} RETURNING name), \
              bump AS (INSERT INTO {t}_fences (name, fence) SELECT name, 1 FROM won \
              ON CONFLICT (name) DO UPDATE SET fence = {t}_fences.fence + 1 RETURNING fence) \
-             SELECT fence FROM bump"
+             SELECT fence FROM bump",
+            ahead = super::queue::ahead(t, now, "$1", "$4"),
         ),
+        enqueue: super::queue::enqueue_upsert(t, now, ["$1", "$2", "$3"], "ON CONFLICT (name, member) DO UPDATE SET expires_at = EXCLUDED.expires_at"),
+        leave: super::queue::leave(t, now, "$1", "$2"),
+        state: super::queue::state(t, now, "$1", "$2"),
+        positional: false,
         bump: None,
         lookup: format!(
             "SELECT l.owner, COALESCE(f.fence, 0), l.expires_at - {now} AS left_ms FROM {t} l LEFT JOIN {t}_fences f ON f.name = l.name WHERE l.name = $1"

@@ -60,12 +60,27 @@ pub(crate) struct ClientStatements {
 /// `release(name, owner)`.
 #[derive(Debug, Clone)]
 pub(crate) struct RowStatements {
-    /// Take the lock if the row is absent or expired. Where `bump` is `None` it returns the
-    /// fencing token (no row: the lock is held); otherwise it reports a win as
-    /// `LAST_INSERT_ID() = 1` and `bump` draws the token.
+    /// Take the lock if the row is absent or expired and no live waiter of the name's queue
+    /// is ahead of the caller's place (binds: name, owner, ttl ms, member — see
+    /// [`RowStatements::positional`]). Where `bump` is `None` it returns the fencing token (no
+    /// row: not won); otherwise it reports a win as `LAST_INSERT_ID() = 1` and `bump` draws the
+    /// token.
     /// Invariant: a token is drawn only after the lock row is won, from a counter that
-    /// survives the row's deletion, so tokens strictly increase in acquisition order.
+    /// survives the row's deletion, so tokens strictly increase in acquisition order. The
+    /// queue only decides who may try: mutual exclusion rests on the row alone.
     pub acquire: String,
+    /// Join, or refresh a place in, the name's waiter queue `<t>_waitq` (binds: name, member,
+    /// waiter ttl ms); a place is kept until it lapses or its member leaves.
+    pub enqueue: String,
+    /// Leave the name's queue, sweeping its lapsed places too (binds: name, member).
+    pub leave: String,
+    /// The holder's milliseconds left (NULL: no row) and how many live places are ahead of
+    /// the member's (all live places when it has none) (binds: name, member — see
+    /// [`RowStatements::positional`]).
+    pub state: String,
+    /// MySQL: placeholders are `?`, so `acquire` binds name, owner, ttl, then name, member
+    /// twice, and `state` binds name, then name, member twice; elsewhere they are numbered.
+    pub positional: bool,
     /// MySQL: draw the next token for a name we just won (`LAST_INSERT_ID`).
     pub bump: Option<String>,
     /// The holder's owner, token and milliseconds left on its lease, if a row exists.

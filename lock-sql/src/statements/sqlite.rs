@@ -21,6 +21,8 @@ pub(crate) fn client(t: &str) -> ClientStatements {
         format!("CREATE TABLE IF NOT EXISTS {t} (name TEXT PRIMARY KEY NOT NULL, owner TEXT NOT NULL, fence INTEGER NOT NULL, expires_at INTEGER NOT NULL)"),
         format!("CREATE TABLE IF NOT EXISTS {t}_fence (id INTEGER PRIMARY KEY CHECK (id = 1), value INTEGER NOT NULL)"),
         format!("INSERT OR IGNORE INTO {t}_fence (id, value) VALUES (1, 0)"),
+        format!("CREATE TABLE IF NOT EXISTS {t}_waitq (seq INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL, member TEXT NOT NULL, expires_at INTEGER NOT NULL, UNIQUE (name, member))"),
+        format!("CREATE INDEX IF NOT EXISTS {t}_waitq_order ON {t}_waitq (name, seq)"),
         // The counter follows every token handed out, so tokens survive row deletion.
         format!("CREATE TRIGGER IF NOT EXISTS {t}_fence_ins AFTER INSERT ON {t} BEGIN UPDATE {t}_fence SET value = NEW.fence WHERE id = 1 AND value < NEW.fence; END"),
         format!("CREATE TRIGGER IF NOT EXISTS {t}_fence_upd AFTER UPDATE OF fence ON {t} BEGIN UPDATE {t}_fence SET value = NEW.fence WHERE id = 1 AND value < NEW.fence; END"),
@@ -43,10 +45,16 @@ pub(crate) fn row(t: &str) -> RowStatements {
         // SQLite serializes writers, so the counter read in VALUES cannot race; a takeover
         // gets `max(counter + 1, old + 1)`.
         acquire: format!(
-            "INSERT INTO {t} (name, owner, fence, expires_at) VALUES (?1, ?2, (SELECT value + 1 FROM {t}_fence WHERE id = 1), {now} + ?3) \
+            "INSERT INTO {t} (name, owner, fence, expires_at) SELECT ?1, ?2, (SELECT value + 1 FROM {t}_fence WHERE id = 1), {now} + ?3 \
+             WHERE NOT EXISTS ({ahead}) \
              ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, fence = MAX(excluded.fence, {t}.fence + 1), expires_at = excluded.expires_at \
-             WHERE {t}.expires_at <= {now} RETURNING fence"
+             WHERE {t}.expires_at <= {now} RETURNING fence",
+            ahead = super::queue::ahead(t, now, "?1", "?4"),
         ),
+        enqueue: super::queue::enqueue_upsert(t, now, ["?1", "?2", "?3"], "ON CONFLICT (name, member) DO UPDATE SET expires_at = excluded.expires_at"),
+        leave: super::queue::leave(t, now, "?1", "?2"),
+        state: super::queue::state(t, now, "?1", "?2"),
+        positional: false,
         bump: None,
         lookup: format!(
             "SELECT owner, fence, expires_at - {now} AS left_ms FROM {t} WHERE name = ?1"

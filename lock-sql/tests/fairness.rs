@@ -1,0 +1,85 @@
+//! Row mode is FIFO across processes: a client that releases a lock while a client of another
+//! process waits for it does not get it straight back — the waiter does. Two "processes" here
+//! are two clients whose in-process queues differ (a connection through a proxy, or another
+//! spelling of the SQLite file's path), so only the database orders them.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use lock_core::{AcquireOptions, DistributedLock};
+use lock_sql::SqlLock;
+use support::{mysql_url, postgres_url, sqlite_url};
+
+/// Two clients of one database that do not share an in-process queue, and what keeps the
+/// second one's connection path alive.
+async fn two_processes(url: &str) -> (SqlLock, SqlLock, Option<lock_core::fault::FaultProxy>) {
+    let a = support::connect_or_explain(url).await;
+    if let Some(path) = url.strip_prefix("sqlite://") {
+        let (dir, file) = path.rsplit_once('/').unwrap();
+        let b = support::connect_or_explain(&format!("sqlite://{dir}/./{file}")).await;
+        return (a, b, None);
+    }
+    let (b, proxy) = support::through_proxy(url).await;
+    (a, b, Some(proxy))
+}
+
+async fn releaser_does_not_barge_past_a_waiter_of_another_process(url: &str) {
+    let (a, b, _proxy) = two_processes(url).await;
+    let (a, b) = (Arc::new(a), Arc::new(b));
+    let name = format!("fair-{}", &lock_core::backend::owner_token()[..8]);
+    let wait = AcquireOptions::new().wait(Duration::from_secs(10));
+    for round in 0..5 {
+        let held = a.acquire(&name, &wait).await.unwrap();
+        let waiter = tokio::spawn({
+            let (b, name, wait) = (Arc::clone(&b), name.clone(), wait.clone());
+            async move { b.acquire(&name, &wait).await }
+        });
+        // The waiter has tried once and queued.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let token = held.fencing_token();
+        held.release().await.unwrap();
+        // Straight back: a try, and an acquire that may wait a little.
+        let again = a.try_acquire(&name, &AcquireOptions::new()).await.unwrap();
+        assert!(
+            again.is_none(),
+            "{url} round {round}: the releasing client took the lock back past a waiting client"
+        );
+        let g = tokio::time::timeout(Duration::from_secs(5), waiter)
+            .await
+            .unwrap_or_else(|_| panic!("{url} round {round}: the waiter was not granted"))
+            .unwrap()
+            .unwrap();
+        assert!(g.fencing_token() > token);
+        // The releaser, now queued behind nobody, is served after the waiter's release.
+        let next = tokio::spawn({
+            let (a, name, wait) = (Arc::clone(&a), name.clone(), wait.clone());
+            async move { a.acquire(&name, &wait).await }
+        });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        g.release().await.unwrap();
+        let n = tokio::time::timeout(Duration::from_secs(5), next)
+            .await
+            .unwrap_or_else(|_| panic!("{url} round {round}: the next waiter was not granted"))
+            .unwrap()
+            .unwrap();
+        n.release().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_row_is_fifo_across_processes() {
+    releaser_does_not_barge_past_a_waiter_of_another_process(&postgres_url()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_row_is_fifo_across_processes() {
+    releaser_does_not_barge_past_a_waiter_of_another_process(&mysql_url()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_row_is_fifo_across_processes() {
+    releaser_does_not_barge_past_a_waiter_of_another_process(&sqlite_url()).await;
+}
