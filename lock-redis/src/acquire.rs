@@ -40,7 +40,7 @@ pub(crate) enum Round {
 pub(crate) trait Rounds: Sync {
     /// The servers: a waiter subscribes on each, a cancelled attempt is cleaned up on each,
     /// and the guard renews and releases on each.
-    fn nodes(&self) -> &[Node];
+    fn nodes(&self) -> &Arc<[Node]>;
 
     /// The backend label used in messages.
     fn label(&self) -> &str;
@@ -123,10 +123,10 @@ pub(crate) async fn acquire<R: Rounds>(
     let mut waits: Option<Vec<Waiting>> = None;
     // Whatever an interrupted attempt or a departed waiter left behind is removed.
     let (cleanup_nodes, cleanup_keys, cleanup_token) =
-        (rounds.nodes().to_vec(), keys.clone(), token.clone());
+        (Arc::clone(rounds.nodes()), keys.clone(), token.clone());
     let armed = CleanupOnDrop::new(move || {
         Box::pin(async move {
-            for n in &cleanup_nodes {
+            for n in cleanup_nodes.iter() {
                 let _ = n.release(&cleanup_keys, &cleanup_token).await;
                 let _ = n.leave(&cleanup_keys, &cleanup_token).await;
             }
@@ -154,7 +154,7 @@ pub(crate) async fn acquire<R: Rounds>(
                 validity,
             } => {
                 let lease = RedisLease {
-                    nodes: rounds.nodes().to_vec(),
+                    nodes: Arc::clone(rounds.nodes()),
                     keys: keys.clone(),
                     token: token.clone(),
                     quorum: rounds.quorum(),

@@ -1,5 +1,6 @@
 //! [`RedisLease`]: renew and release one held lock on one node (single) or a quorum (Redlock).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -14,7 +15,8 @@ use crate::node::{Foreign, Node};
 
 /// The store side of a Redis guard.
 pub(crate) struct RedisLease {
-    pub nodes: Vec<Node>,
+    /// The topology's nodes, shared (not copied) by every guard.
+    pub nodes: Arc<[Node]>,
     pub keys: Keys,
     pub token: String,
     pub quorum: usize,

@@ -21,6 +21,7 @@
 
 mod fence;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::join_all;
@@ -41,7 +42,8 @@ fn drift(ttl: Duration) -> Duration {
 
 /// N independent masters, quorum N/2 + 1.
 pub(crate) struct Redlock {
-    nodes: Vec<Node>,
+    /// The masters (shared with every guard: a guard does not copy them).
+    nodes: Arc<[Node]>,
     quorum: usize,
     /// Bound on each reply (further capped per round by the lease).
     timeout: Duration,
@@ -87,7 +89,8 @@ impl Redlock {
             .into_iter()
             .enumerate()
             .map(|(i, c)| c.or_else(|_| Node::lazy(cfg, i, label)))
-            .collect::<Result<_, _>>()?;
+            .collect::<Result<Vec<_>, _>>()?
+            .into();
         Ok(Redlock {
             nodes,
             quorum: cfg.quorum(),
@@ -115,7 +118,7 @@ impl Redlock {
 }
 
 impl Rounds for Redlock {
-    fn nodes(&self) -> &[Node] {
+    fn nodes(&self) -> &Arc<[Node]> {
         &self.nodes
     }
 
@@ -170,7 +173,7 @@ impl Rounds for Redlock {
         // Per master: whether it still lists us in its queue (the write-back removes us).
         let mut listed = vec![false; self.nodes.len()];
         let (mut pttl, mut errors, mut last_err, mut foreign) = (i64::MAX, 0usize, None, None);
-        for (i, (r, node)) in results.into_iter().zip(&self.nodes).enumerate() {
+        for (i, (r, node)) in results.into_iter().zip(self.nodes.iter()).enumerate() {
             match r {
                 Ok(Ok(Attempt::Acquired { token, listed: l })) => {
                     granted[i] = Some(token);

@@ -3,6 +3,7 @@
 //! fencing token from the server's clock and counter, or joins the queue (`lua/acquire.lua`).
 //! The lease is the key's expiry, valid for the whole `ttl`.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use lock_core::LockError;
@@ -14,7 +15,8 @@ use crate::node::{Attempt, Node};
 
 /// One Redis server.
 pub(crate) struct Single {
-    node: Node,
+    /// The one server (shared with every guard: a guard does not copy it).
+    nodes: Arc<[Node]>,
     /// Bound on each reply.
     timeout: Duration,
     label: String,
@@ -24,7 +26,7 @@ impl Single {
     /// Connects to the configured server, which must answer now.
     pub(crate) async fn connect(cfg: &RedisConfig, label: &str) -> Result<Self, LockError> {
         Ok(Single {
-            node: Node::connect(cfg, 0, label).await?,
+            nodes: Arc::new([Node::connect(cfg, 0, label).await?]),
             timeout: cfg.timeout,
             label: label.to_owned(),
         })
@@ -32,8 +34,8 @@ impl Single {
 }
 
 impl Rounds for Single {
-    fn nodes(&self) -> &[Node] {
-        std::slice::from_ref(&self.node)
+    fn nodes(&self) -> &Arc<[Node]> {
+        &self.nodes
     }
 
     fn label(&self) -> &str {
@@ -65,7 +67,7 @@ impl Rounds for Single {
 
     async fn round(&self, bid: &Bid<'_>) -> Result<Round, LockError> {
         let t = self.timeout;
-        let reply = tokio::time::timeout(t, bid.on(&self.node, None)).await;
+        let reply = tokio::time::timeout(t, bid.on(&self.nodes[0], None)).await;
         match reply {
             Ok(Ok(Attempt::Acquired { token, .. })) => Ok(Round::Acquired {
                 token,
