@@ -14,7 +14,7 @@
 //!
 //! How heads learn of a release: PostgreSQL's release statement `NOTIFY`s (one shared listener
 //! per client; a woken head tries at once, with a 1 s safety re-check); on MySQL/MariaDB and
-//! SQLite the head of the queue looks about every 2 ms (MySQL: by trying; SQLite: by a read, as
+//! SQLite the head of the queue looks about every millisecond (MySQL: by trying; SQLite: by a read, as
 //! a write would wait for the file) and a head with k places ahead k times less often, up to
 //! 100 ms. Every head also wakes when the holder's lease runs out.
 
@@ -50,7 +50,7 @@ const WAITER_TTL: Duration = Duration::from_secs(3);
 const REFRESH: Duration = Duration::from_secs(1);
 /// MySQL/SQLite: the head of the queue looks at the lock about this often (a read); a waiter
 /// with k places ahead, k times less often, down to [`MAX_POLL`].
-const HEAD_POLL: Duration = Duration::from_millis(2);
+const HEAD_POLL: Duration = Duration::from_millis(1);
 /// The longest a MySQL/SQLite waiter sleeps between looks (unless the holder's lease is
 /// known to last longer).
 const MAX_POLL: Duration = Duration::from_millis(100);
@@ -128,15 +128,42 @@ impl RowLock {
     }
 
     /// Joins the queue of `name` as `member`, or refreshes that place.
+    ///
+    /// The statement runs in its own task, to completion even when the acquire is cancelled
+    /// meanwhile: a statement already on its way may still insert the place after the cancel,
+    /// so the task removes the place once no one is left to use it (as [`RowLock::take`]).
     async fn join(&self, name: &str, member: &str) -> Result<(), LockError> {
-        sqlx::query(AssertSqlSafe(self.sql.enqueue.as_str()))
-            .bind(name)
-            .bind(member)
-            .bind(ms(WAITER_TTL))
-            .execute(&self.client.pool)
-            .await
-            .map(drop)
-            .map_err(|e| map(e, &self.client.label, Some(name)))
+        let (pool, sql, label) = (
+            self.client.pool.clone(),
+            Arc::clone(&self.sql),
+            self.client.label.clone(),
+        );
+        let (n, m) = (name.to_owned(), member.to_owned());
+        let (reply, answer) = oneshot::channel();
+        tokio::spawn(
+            async move {
+                let joined = sqlx::query(AssertSqlSafe(sql.enqueue.as_str()))
+                    .bind(&n)
+                    .bind(&m)
+                    .bind(ms(WAITER_TTL))
+                    .execute(&pool)
+                    .await
+                    .map(drop)
+                    .map_err(|e| map(e, &label, Some(&n)));
+                if reply.send(joined).is_err() {
+                    let _ = leave(&pool, &sql, &n, &m).await;
+                }
+            }
+            .in_current_span(),
+        );
+        answer.await.unwrap_or_else(|_| {
+            Err(LockError::backend(
+                &self.client.label,
+                Some(name),
+                "joining the waiter queue ended without an answer",
+                None,
+            ))
+        })
     }
 
     /// Leaves the queue of `name` (sweeping its lapsed places) when dropped or run: however
@@ -146,11 +173,7 @@ impl RowLock {
         let (name, member) = (name.to_owned(), member.to_owned());
         CleanupOnDrop::new(move || {
             Box::pin(async move {
-                let _ = sqlx::query(AssertSqlSafe(sql.leave.as_str()))
-                    .bind(&name)
-                    .bind(&member)
-                    .execute(&pool)
-                    .await;
+                let _ = leave(&pool, &sql, &name, &member).await;
             })
         })
     }
@@ -315,10 +338,8 @@ impl LockBackend for RowLock {
                 None => {
                     self.join(name, &member).await?;
                     place = Some((self.leave_on_drop(name, &member), Instant::now()));
+                    // The look below follows at once, so a release in between is not missed.
                     tracing::debug!("held by another client, or waiters are ahead: queued");
-                    // Straight back to the take, so a release in between is not missed.
-                    try_now = true;
-                    continue;
                 }
                 Some((_, refreshed)) if refreshed.elapsed() >= REFRESH => {
                     self.join(name, &member).await?;
@@ -386,6 +407,21 @@ impl LockBackend for RowLock {
             _ => LockInfo::free(),
         })
     }
+}
+
+/// Leaves the queue of `name` as `member`, sweeping the name's lapsed places.
+async fn leave(
+    pool: &AnyPool,
+    sql: &RowStatements,
+    name: &str,
+    member: &str,
+) -> Result<u64, sqlx::Error> {
+    sqlx::query(AssertSqlSafe(sql.leave.as_str()))
+        .bind(name)
+        .bind(member)
+        .execute(pool)
+        .await
+        .map(|r| r.rows_affected())
 }
 
 /// Completes with `f`, or never when there is none.

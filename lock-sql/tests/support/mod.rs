@@ -245,16 +245,18 @@ impl Harness for SqlHarness {
 
     async fn traces(&self, name: &str) -> usize {
         match self.mode {
+            // The lock row, and every waiter's place in the queue across processes.
             Mode::Row => {
                 let sql = self.q(
-                    "SELECT count(*) FROM {t} WHERE name = $1",
-                    "SELECT count(*) FROM {t} WHERE name = ?",
+                    "SELECT (SELECT count(*) FROM {t} WHERE name = $1) + (SELECT count(*) FROM {t}_waitq WHERE name = $1)",
+                    "SELECT (SELECT count(*) FROM {t} WHERE name = ?) + (SELECT count(*) FROM {t}_waitq WHERE name = ?)",
                 );
-                let row = sqlx::query(AssertSqlSafe(sql))
-                    .bind(name)
-                    .fetch_one(self.admin.pool())
-                    .await
-                    .unwrap();
+                let q = sqlx::query(AssertSqlSafe(sql)).bind(name);
+                let q = match self.dialect {
+                    Dialect::Postgres => q,
+                    _ => q.bind(name),
+                };
+                let row = q.fetch_one(self.admin.pool()).await.unwrap();
                 row.try_get::<i64, _>(0).unwrap() as usize
             }
             Mode::ForUpdate | Mode::Advisory => {
