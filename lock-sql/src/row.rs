@@ -178,6 +178,16 @@ impl RowLock {
         })
     }
 
+    /// Leaves the queue of `name` now and waits for it; the statement runs in its own task,
+    /// so a cancel while waiting does not stop it (`cleanup`, the place's drop guard, is
+    /// disarmed: this replaces it).
+    async fn leave_now(&self, cleanup: CleanupOnDrop, name: &str, member: &str) {
+        cleanup.disarm();
+        let (pool, sql) = (self.client.pool.clone(), Arc::clone(&self.sql));
+        let (n, m) = (name.to_owned(), member.to_owned());
+        let _ = tokio::spawn(async move { leave(&pool, &sql, &n, &m).await }).await;
+    }
+
     /// The holder's milliseconds left (`None`: no row) and the live places ahead of
     /// `member`'s in the queue of `name`.
     async fn state(&self, name: &str, member: &str) -> Result<(Option<i64>, i64), LockError> {
@@ -286,7 +296,7 @@ impl LockBackend for RowLock {
                         if let Some((queued, _)) = place.take() {
                             // Our place goes before the guard is handed out: a release must
                             // never find it still ahead of the next waiter.
-                            queued.run_now().await;
+                            self.leave_now(queued, name, &member).await;
                         }
                         // The cleanup stays armed until the guard owns the row:
                         // `GuardParts::start` may still renew a late reply, and a cancel there
@@ -330,14 +340,17 @@ impl LockBackend for RowLock {
             }
             if try_only || deadline.expired() {
                 if let Some((queued, _)) = place.take() {
-                    queued.run_now().await;
+                    self.leave_now(queued, name, &member).await;
                 }
                 return Ok(None);
             }
             match &mut place {
                 None => {
+                    // Armed first: a cancel after the join answered but before this future
+                    // ran again would otherwise leave the place behind.
+                    let cleanup = self.leave_on_drop(name, &member);
                     self.join(name, &member).await?;
-                    place = Some((self.leave_on_drop(name, &member), Instant::now()));
+                    place = Some((cleanup, Instant::now()));
                     // The look below follows at once, so a release in between is not missed.
                     tracing::debug!("held by another client, or waiters are ahead: queued");
                 }
