@@ -86,15 +86,15 @@ impl RowLock {
     async fn take(
         &self,
         name: &str,
-        (owner, member): (&str, &str),
+        (owner, member): (&str, Option<&str>),
         ttl: Duration,
     ) -> Result<Option<u64>, Failure> {
         let attempt = RowLease::new(self, name, owner);
-        let member = member.to_owned();
+        let member = member.map(str::to_owned);
         let (reply, answer) = oneshot::channel();
         tokio::spawn(
             async move {
-                let won = attempt.take(ttl, &member).await;
+                let won = attempt.take(ttl, member.as_deref()).await;
                 if let Err(Ok(Some(_))) = reply.send(won) {
                     tracing::debug!(
                         "the acquire was cancelled after its attempt won; giving the row back"
@@ -142,16 +142,19 @@ impl RowLock {
         let (reply, answer) = oneshot::channel();
         tokio::spawn(
             async move {
-                let joined = sqlx::query(AssertSqlSafe(sql.enqueue.as_str()))
-                    .bind(&n)
-                    .bind(&m)
-                    .bind(ms(WAITER_TTL))
-                    .execute(&pool)
-                    .await
-                    .map(drop)
-                    .map_err(|e| map(e, &label, Some(&n)));
+                let joined = retrying(&label, &n, || async {
+                    sqlx::query(AssertSqlSafe(sql.enqueue.as_str()))
+                        .bind(&n)
+                        .bind(&m)
+                        .bind(ms(WAITER_TTL))
+                        .execute(&pool)
+                        .await
+                        .map(drop)
+                        .map_err(|e| classify(e, &label, Some(&n)))
+                })
+                .await;
                 if reply.send(joined).is_err() {
-                    let _ = leave(&pool, &sql, &n, &m).await;
+                    let _ = leave((&pool, &sql, &label), &n, &m).await;
                 }
             }
             .in_current_span(),
@@ -170,10 +173,14 @@ impl RowLock {
     /// the acquisition ends, its place does not hold others back.
     fn leave_on_drop(&self, name: &str, member: &str) -> CleanupOnDrop {
         let (pool, sql) = (self.client.pool.clone(), Arc::clone(&self.sql));
-        let (name, member) = (name.to_owned(), member.to_owned());
+        let (name, member, label) = (
+            name.to_owned(),
+            member.to_owned(),
+            self.client.label.clone(),
+        );
         CleanupOnDrop::new(move || {
             Box::pin(async move {
-                let _ = leave(&pool, &sql, &name, &member).await;
+                let _ = leave((&pool, &sql, &label), &name, &member).await;
             })
         })
     }
@@ -184,8 +191,12 @@ impl RowLock {
     async fn leave_now(&self, cleanup: CleanupOnDrop, name: &str, member: &str) {
         cleanup.disarm();
         let (pool, sql) = (self.client.pool.clone(), Arc::clone(&self.sql));
-        let (n, m) = (name.to_owned(), member.to_owned());
-        let _ = tokio::spawn(async move { leave(&pool, &sql, &n, &m).await }).await;
+        let (n, m, label) = (
+            name.to_owned(),
+            member.to_owned(),
+            self.client.label.clone(),
+        );
+        let _ = tokio::spawn(async move { leave((&pool, &sql, &label), &n, &m).await }).await;
     }
 
     /// The holder's milliseconds left (`None`: no row) and the live places ahead of
@@ -291,7 +302,9 @@ impl LockBackend for RowLock {
                 let owner = owner_token();
                 let started = Instant::now();
                 let armed = self.cleanup(name, &owner);
-                match self.take(name, (&owner, &member), opts.ttl).await {
+                // Without a place, every live place is ahead of us (the cheaper statement).
+                let queued_as = place.as_ref().map(|_| member.as_str());
+                match self.take(name, (&owner, queued_as), opts.ttl).await {
                     Ok(Some(token)) => {
                         if let Some((queued, _)) = place.take() {
                             // Our place goes before the guard is handed out: a release must
@@ -422,19 +435,47 @@ impl LockBackend for RowLock {
     }
 }
 
-/// Leaves the queue of `name` as `member`, sweeping the name's lapsed places.
+/// Runs `f` again after a deadlock or a busy database (fresh statements, 0–5 ms apart, at most
+/// [`MAX_RETRIES`] times); other errors are returned at once.
+async fn retrying<T, F, Fut>(label: &str, name: &str, f: F) -> Result<T, LockError>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<T, Failure>>,
+{
+    for _ in 0..MAX_RETRIES {
+        match f().await {
+            Ok(v) => return Ok(v),
+            Err(Failure::Retry) | Err(Failure::Busy) => {
+                tokio::time::sleep(random_up_to(Duration::from_millis(5))).await
+            }
+            Err(Failure::Error(e)) => return Err(e),
+        }
+    }
+    Err(LockError::backend(
+        label,
+        Some(name),
+        "kept deadlocking with other clients",
+        None,
+    ))
+}
+
+/// Leaves the queue of `name` as `member`, sweeping the name's lapsed places (again after a
+/// deadlock: a place left behind would hold every other waiter back until it lapsed).
 async fn leave(
-    pool: &AnyPool,
-    sql: &RowStatements,
+    (pool, sql, label): (&AnyPool, &RowStatements, &str),
     name: &str,
     member: &str,
-) -> Result<u64, sqlx::Error> {
-    sqlx::query(AssertSqlSafe(sql.leave.as_str()))
-        .bind(name)
-        .bind(member)
-        .execute(pool)
-        .await
-        .map(|r| r.rows_affected())
+) -> Result<u64, LockError> {
+    retrying(label, name, || async {
+        sqlx::query(AssertSqlSafe(sql.leave.as_str()))
+            .bind(name)
+            .bind(member)
+            .execute(pool)
+            .await
+            .map(|r| r.rows_affected())
+            .map_err(|e| classify(e, label, Some(name)))
+    })
+    .await
 }
 
 /// Completes with `f`, or never when there is none.
@@ -473,17 +514,24 @@ impl RowLease {
     }
 
     /// Takes the lock if the row is absent or expired and no live waiter is queued ahead of
-    /// `member`'s place (see `statements/queue.rs`): `Some(token)` if we now hold it.
-    async fn take(&self, ttl: Duration, member: &str) -> Result<Option<u64>, Failure> {
+    /// `member`'s place (`None`: no place, so any live waiter is ahead; see
+    /// `statements/queue.rs`): `Some(token)` if we now hold it.
+    async fn take(&self, ttl: Duration, member: Option<&str>) -> Result<Option<u64>, Failure> {
         let name = self.name.as_str();
         let c = |e| classify(e, &self.label, Some(name));
-        let q = sqlx::query(AssertSqlSafe(self.sql.acquire.as_str()))
+        let text = match member {
+            Some(_) => &self.sql.acquire,
+            None => &self.sql.acquire_first,
+        };
+        let q = sqlx::query(AssertSqlSafe(text.as_str()))
             .bind(name)
             .bind(&self.owner)
             .bind(ms(ttl));
-        let q = match self.sql.positional {
-            true => q.bind(name).bind(member).bind(name).bind(member),
-            false => q.bind(member),
+        let q = match (member, self.sql.positional) {
+            (Some(m), true) => q.bind(name).bind(m).bind(name).bind(m),
+            (Some(m), false) => q.bind(m),
+            (None, true) => q.bind(name),
+            (None, false) => q,
         };
         let Some(bump) = &self.sql.bump else {
             // The acquiring statement returns the token of a won row.
@@ -540,21 +588,7 @@ impl RowLease {
         F: Fn() -> Fut,
         Fut: std::future::Future<Output = Result<T, Failure>>,
     {
-        for _ in 0..MAX_RETRIES {
-            match f().await {
-                Ok(v) => return Ok(v),
-                Err(Failure::Retry) | Err(Failure::Busy) => {
-                    tokio::time::sleep(random_up_to(Duration::from_millis(5))).await
-                }
-                Err(Failure::Error(e)) => return Err(e),
-            }
-        }
-        Err(LockError::backend(
-            &self.label,
-            Some(&self.name),
-            "kept deadlocking with other clients",
-            None,
-        ))
+        retrying(&self.label, &self.name, f).await
     }
 }
 

@@ -72,6 +72,15 @@ fn draw_token(t: &str) -> TokenDraw {
 
 pub(crate) fn row(t: &str) -> RowStatements {
     let now = NOW_MS;
+    let acquire = |ahead: String| {
+        format!(
+            "INSERT INTO {t} (name, owner, fence, expires_at) SELECT ?, ?, LAST_INSERT_ID(1), {now} + ? FROM DUAL \
+             WHERE NOT EXISTS ({ahead}) \
+             ON DUPLICATE KEY UPDATE \
+             owner = IF({t}.expires_at <= {now}, VALUES(owner), {t}.owner), \
+             expires_at = IF({t}.expires_at <= {now}, VALUES(expires_at), {t}.expires_at + 0 * LAST_INSERT_ID(0))",
+        )
+    };
     RowStatements {
         // LAST_INSERT_ID (in the OK packet) is 1 when we won (inserted, or took over an expired
         // row) and 0 when the row is held; the token is then drawn by `bump` while we hold it,
@@ -80,14 +89,8 @@ pub(crate) fn row(t: &str) -> RowStatements {
         // No row selected (a waiter is ahead): nothing inserted, LAST_INSERT_ID not called, so
         // the OK packet's id is 0 — and no row is affected (both are checked). The queue is
         // read without locks (the session's READ COMMITTED).
-        acquire: format!(
-            "INSERT INTO {t} (name, owner, fence, expires_at) SELECT ?, ?, LAST_INSERT_ID(1), {now} + ? FROM DUAL \
-             WHERE NOT EXISTS ({ahead}) \
-             ON DUPLICATE KEY UPDATE \
-             owner = IF({t}.expires_at <= {now}, VALUES(owner), {t}.owner), \
-             expires_at = IF({t}.expires_at <= {now}, VALUES(expires_at), {t}.expires_at + 0 * LAST_INSERT_ID(0))",
-            ahead = super::queue::ahead(t, now, "?", "?"),
-        ),
+        acquire: acquire(super::queue::ahead(t, now, "?", "?")),
+        acquire_first: acquire(super::queue::anyone(t, now, "?")),
         enqueue: super::queue::enqueue_upsert(t, now, ["?", "?", "?"], "ON DUPLICATE KEY UPDATE expires_at = VALUES(expires_at)"),
         leave: super::queue::leave(t, now, "?", "?"),
         state: super::queue::state(t, now, "?", "?"),

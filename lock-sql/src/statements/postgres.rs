@@ -73,11 +73,8 @@ fn token_sequence(t: &str) -> Ddl {
 
 pub(crate) fn row(t: &str) -> RowStatements {
     let now = NOW_MS;
-    RowStatements {
-        // The row upsert and the per-name counter bump are one statement (data-modifying
-        // CTEs), and the counter is bumped only for a row won; the counter row stays locked
-        // until commit.
-        acquire: format!(
+    let acquire = |ahead: String| {
+        format!(
             "WITH won AS (INSERT INTO {t} (name, owner, fence, expires_at) SELECT $1, $2, 0, {now} + $3 \
              WHERE NOT EXISTS ({ahead}) \
              ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at \
@@ -85,8 +82,14 @@ pub(crate) fn row(t: &str) -> RowStatements {
              bump AS (INSERT INTO {t}_fences (name, fence) SELECT name, 1 FROM won \
              ON CONFLICT (name) DO UPDATE SET fence = {t}_fences.fence + 1 RETURNING fence) \
              SELECT fence FROM bump",
-            ahead = super::queue::ahead(t, now, "$1", "$4"),
-        ),
+        )
+    };
+    RowStatements {
+        // The row upsert and the per-name counter bump are one statement (data-modifying
+        // CTEs), and the counter is bumped only for a row won; the counter row stays locked
+        // until commit.
+        acquire: acquire(super::queue::ahead(t, now, "$1", "$4")),
+        acquire_first: acquire(super::queue::anyone(t, now, "$1")),
         enqueue: super::queue::enqueue_upsert(t, now, ["$1", "$2", "$3"], "ON CONFLICT (name, member) DO UPDATE SET expires_at = EXCLUDED.expires_at"),
         leave: super::queue::leave(t, now, "$1", "$2"),
         state: super::queue::state(t, now, "$1", "$2"),

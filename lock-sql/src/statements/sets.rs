@@ -69,6 +69,9 @@ pub(crate) struct RowStatements {
     /// survives the row's deletion, so tokens strictly increase in acquisition order. The
     /// queue only decides who may try: mutual exclusion rests on the row alone.
     pub acquire: String,
+    /// `acquire` for a caller without a place in the queue (every live place is ahead of it):
+    /// binds name, owner, ttl ms (MySQL: then name again). The uncontended path.
+    pub acquire_first: String,
     /// Join, or refresh a place in, the name's waiter queue `<t>_waitq` (binds: name, member,
     /// waiter ttl ms); a place is kept until it lapses or its member leaves.
     pub enqueue: String,

@@ -41,16 +41,19 @@ pub(crate) fn client(t: &str) -> ClientStatements {
 
 pub(crate) fn row(t: &str) -> RowStatements {
     let now = NOW_MS;
-    RowStatements {
-        // SQLite serializes writers, so the counter read in VALUES cannot race; a takeover
-        // gets `max(counter + 1, old + 1)`.
-        acquire: format!(
+    let acquire = |ahead: String| {
+        format!(
             "INSERT INTO {t} (name, owner, fence, expires_at) SELECT ?1, ?2, (SELECT value + 1 FROM {t}_fence WHERE id = 1), {now} + ?3 \
              WHERE NOT EXISTS ({ahead}) \
              ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, fence = MAX(excluded.fence, {t}.fence + 1), expires_at = excluded.expires_at \
              WHERE {t}.expires_at <= {now} RETURNING fence",
-            ahead = super::queue::ahead(t, now, "?1", "?4"),
-        ),
+        )
+    };
+    RowStatements {
+        // SQLite serializes writers, so the counter read in VALUES cannot race; a takeover
+        // gets `max(counter + 1, old + 1)`.
+        acquire: acquire(super::queue::ahead(t, now, "?1", "?4")),
+        acquire_first: acquire(super::queue::anyone(t, now, "?1")),
         enqueue: super::queue::enqueue_upsert(t, now, ["?1", "?2", "?3"], "ON CONFLICT (name, member) DO UPDATE SET expires_at = excluded.expires_at"),
         leave: super::queue::leave(t, now, "?1", "?2"),
         state: super::queue::state(t, now, "?1", "?2"),
