@@ -5,7 +5,7 @@
 //! leaves. If the connection dies, waiters still re-check on their heartbeat and the next
 //! registration opens a new one.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
@@ -18,6 +18,8 @@ type Channels = Arc<Mutex<HashMap<String, HashMap<String, Arc<Notify>>>>>;
 struct Live {
     sink: PubSubSink,
     reader: JoinHandle<()>,
+    /// The channels the server has confirmed this connection is subscribed to.
+    subscribed: HashSet<String>,
 }
 
 /// One pub/sub connection, opened on first use.
@@ -91,26 +93,36 @@ impl Subscriber {
         token: &str,
     ) -> Waiting {
         let notify = Arc::new(Notify::new());
-        let first = {
-            let mut ch = self.channels.lock().unwrap_or_else(|p| p.into_inner());
-            let w = ch.entry(channel.to_owned()).or_default();
-            w.insert(token.to_owned(), Arc::clone(&notify));
-            w.len() == 1
-        };
-        if first {
-            let mut live = self.live.lock().await;
-            if live.as_ref().is_none_or(|l| l.reader.is_finished()) {
-                if live.is_some() {
-                    tracing::debug!(server = %self.server, "redis pub/sub connection was lost; reconnecting");
-                }
-                *live = self.open(client).await;
+        self.channels
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(channel.to_owned())
+            .or_default()
+            .insert(token.to_owned(), Arc::clone(&notify));
+        // Every waiter, not only the channel's first, returns only once the server confirmed
+        // the subscription: a waiter that looked at the lock again while another waiter's
+        // SUBSCRIBE was still on its way could miss the release in between and sleep until
+        // its heartbeat (tests/wakeups.rs).
+        let mut live = self.live.lock().await;
+        if live.as_ref().is_none_or(|l| l.reader.is_finished()) {
+            if live.is_some() {
+                tracing::debug!(server = %self.server, "redis pub/sub connection was lost; reconnecting");
             }
-            if let Some(l) = live.as_mut() {
-                if let Err(e) = l.sink.subscribe(channel).await {
-                    tracing::warn!(server = %self.server, error = %e, "redis SUBSCRIBE failed; waiters fall back to their heartbeat");
+            *live = self.open(client).await;
+        }
+        if let Some(l) = live.as_mut() {
+            if !l.subscribed.contains(channel) {
+                match l.sink.subscribe(channel).await {
+                    Ok(()) => {
+                        l.subscribed.insert(channel.to_owned());
+                    }
+                    Err(e) => {
+                        tracing::warn!(server = %self.server, error = %e, "redis SUBSCRIBE failed; waiters fall back to their heartbeat")
+                    }
                 }
             }
         }
+        drop(live);
         Waiting {
             notify,
             channel: channel.to_owned(),
@@ -148,7 +160,11 @@ impl Subscriber {
             tracing::debug!(server = %server, "redis pub/sub connection closed; waiters re-check on their heartbeat until the next one reconnects");
         });
         // Re-subscribe everything waited on (after a reconnect).
-        let mut live = Live { sink, reader };
+        let mut live = Live {
+            sink,
+            reader,
+            subscribed: HashSet::new(),
+        };
         let names: Vec<String> = self
             .channels
             .lock()
@@ -157,7 +173,9 @@ impl Subscriber {
             .cloned()
             .collect();
         for c in names {
-            let _ = live.sink.subscribe(&c).await;
+            if live.sink.subscribe(&c).await.is_ok() {
+                live.subscribed.insert(c);
+            }
         }
         Some(live)
     }
@@ -171,6 +189,7 @@ impl Subscriber {
             .contains_key(channel);
         if idle {
             if let Some(l) = live.as_mut() {
+                l.subscribed.remove(channel);
                 let _ = l.sink.unsubscribe(channel).await;
             }
         }
