@@ -83,3 +83,60 @@ async fn mysql_row_is_fifo_across_processes() {
 async fn sqlite_row_is_fifo_across_processes() {
     releaser_does_not_barge_past_a_waiter_of_another_process(&sqlite_url()).await;
 }
+
+/// A waiter that vanished without leaving the queue (its process frozen or killed) holds the
+/// others back only until its place lapses (3 s after its last refresh): at first a try yields
+/// to it, then an acquire gets the lock once the place has lapsed.
+async fn a_lapsed_place_stops_holding_others_back(url: &str) {
+    let lock = support::connect_or_explain(url).await;
+    let name = format!("lapse-{}", &lock_core::backend::owner_token()[..8]);
+    let t = lock.config().table.clone();
+    let (now, p) = if url.starts_with("postgres") {
+        (
+            "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT",
+            ["$1", "$2"],
+        )
+    } else if url.starts_with("mysql") {
+        ("CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)", ["?", "?"])
+    } else {
+        (
+            "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)",
+            ["?1", "?2"],
+        )
+    };
+    let plant = format!(
+        "INSERT INTO {t}_waitq (name, member, expires_at) VALUES ({}, {}, {now} + 3000)",
+        p[0], p[1]
+    );
+    sqlx::query(sqlx::AssertSqlSafe(plant))
+        .bind(&name)
+        .bind("a-waiter-that-vanished")
+        .execute(lock.pool())
+        .await
+        .unwrap();
+    let planted = tokio::time::Instant::now();
+    assert!(
+        lock.try_acquire(&name, &AcquireOptions::new())
+            .await
+            .unwrap()
+            .is_none(),
+        "{url}: a try went ahead of a live place"
+    );
+    let g = lock
+        .acquire(&name, &AcquireOptions::new().wait(Duration::from_secs(10)))
+        .await
+        .unwrap_or_else(|e| panic!("{url}: the lapsed place still held the lock back: {e}"));
+    let waited = planted.elapsed();
+    assert!(
+        waited >= Duration::from_millis(2500) && waited < Duration::from_secs(6),
+        "{url}: granted {waited:?} after the place was planted (it lapses after 3 s)"
+    );
+    g.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lapsed_places_stop_holding_others_back() {
+    for url in [postgres_url(), mysql_url(), sqlite_url()] {
+        a_lapsed_place_stops_holding_others_back(&url).await;
+    }
+}
