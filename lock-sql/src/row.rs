@@ -55,6 +55,17 @@ const HEAD_POLL: Duration = Duration::from_millis(1);
 /// known to last longer).
 const MAX_POLL: Duration = Duration::from_millis(100);
 
+/// How long a lease of `ttl` granted (or renewed) by the database can be relied on from the
+/// moment its statement was sent: `ttl` less what the database's clock can take from it — its
+/// expiry is kept in whole milliseconds (the grant's millisecond is truncated: up to 1 ms) and
+/// measured by its wall clock, which may run up to 0.1% faster than ours (NTP slews at most
+/// 0.05%) — and 1 ms more to spare. Without it, a waiter looking every millisecond could take
+/// an expired row while its frozen holder still believed its lease good for a fraction of a
+/// millisecond (seen by the nemesis on SQLite).
+pub(crate) fn lease_validity(ttl: Duration) -> Duration {
+    ttl.saturating_sub(ttl / 1000 + Duration::from_millis(2))
+}
+
 fn ms(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
@@ -246,7 +257,7 @@ impl RowLock {
             ttl: opts.ttl,
             renew: opts.renew,
             acquired_at: started,
-            validity: Some(opts.ttl),
+            validity: Some(lease_validity(opts.ttl)),
             lease: Arc::new(RowLease::new(self, name, owner)),
             lost: LostSignal::new(),
         }
@@ -622,7 +633,7 @@ impl Lease for RowLease {
                 "the row is gone, expired or owned by another holder",
             ));
         }
-        Ok(Some(ttl))
+        Ok(Some(lease_validity(ttl)))
     }
 
     async fn release(&self) -> Result<(), LockError> {

@@ -100,9 +100,17 @@ pub(crate) async fn acquire(
             Ok(Admission::Granted(token)) => {
                 let lease = Arc::new(PermitLease(who.clone()));
                 let (name, label) = (&who.name, &who.client.label);
-                let started = GuardParts::leased(name, label, token, opts, sent, opts.ttl, lease)
-                    .start()
-                    .await;
+                let started = GuardParts::leased(
+                    name,
+                    label,
+                    token,
+                    opts,
+                    sent,
+                    crate::row::lease_validity(opts.ttl),
+                    lease,
+                )
+                .start()
+                .await;
                 match started {
                     Ok(g) => {
                         armed.disarm();

@@ -75,7 +75,7 @@ impl Lease for PermitLease {
     async fn renew(&self, ttl: Duration) -> Result<Option<Duration>, LockError> {
         match self.0.run(&self.0.sql.renew, Some(ttl)).await? {
             0 => Err(self.0.not_held()),
-            _ => Ok(Some(ttl)),
+            _ => Ok(Some(crate::row::lease_validity(ttl))),
         }
     }
 
