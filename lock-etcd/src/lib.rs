@@ -82,6 +82,7 @@ mod members;
 mod permits;
 mod queue;
 mod watch;
+mod watches;
 
 pub use backend::{connect, EtcdLock};
 pub use config::EtcdConfig;

@@ -16,16 +16,18 @@ use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use etcd_client::{Client, ConnectOptions, Error, WatchOptions, WatchStream};
+use etcd_client::{Client, ConnectOptions, Error, WatchOptions};
 
 use crate::config::EtcdConfig;
 use crate::error::is_unreachable;
+use crate::watches::{WatchHub, Watching};
 
 /// The cluster's members, the one in use first.
 pub(crate) struct Members {
     clients: Vec<Client>,
     current: AtomicUsize,
     timeout: Duration,
+    watches: WatchHub,
 }
 
 impl Members {
@@ -46,6 +48,7 @@ impl Members {
             clients,
             current: AtomicUsize::new(0),
             timeout: cfg.timeout,
+            watches: WatchHub::default(),
         })
     }
 
@@ -60,37 +63,30 @@ impl Members {
         self.run_within(self.timeout, call).await
     }
 
-    /// Opens a watch on `key` from revision `from` (inclusive) on the member in use.
-    pub async fn watch_from(
-        &self,
-        key: impl Into<Vec<u8>>,
-        from: i64,
-    ) -> Result<WatchStream, Error> {
-        self.watch_with(key, WatchOptions::new().with_start_revision(from))
-            .await
-    }
-
-    /// [`Members::watch_from`] for every key starting with `prefix`.
-    pub async fn watch_prefix_from(
-        &self,
-        prefix: impl Into<Vec<u8>>,
-        from: i64,
-    ) -> Result<WatchStream, Error> {
-        let opts = WatchOptions::new().with_start_revision(from).with_prefix();
-        self.watch_with(prefix, opts).await
-    }
-
-    async fn watch_with(
+    /// Watches `key` (with `opts`: a prefix, a start revision) for its first deletion, on
+    /// the client's one shared watch stream ([`crate::watches`]), opened on the member in use.
+    pub async fn watch(
         &self,
         key: impl Into<Vec<u8>>,
         opts: WatchOptions,
-    ) -> Result<WatchStream, Error> {
-        let key: Vec<u8> = key.into();
-        self.run(|c| {
-            let (key, opts) = (key.clone(), opts.clone());
-            async move { c.watch_client().watch(key, Some(opts)).await }
-        })
-        .await
+    ) -> Result<Watching, Error> {
+        let member = self.current.load(Ordering::SeqCst) % self.clients.len().max(1);
+        self.watches
+            .watch(
+                member,
+                key.into(),
+                opts,
+                self.timeout,
+                |key, opts| async move {
+                    let stream = self
+                        .run(|c| crate::watches::open_on(c, key.clone(), opts.clone()))
+                        .await?;
+                    // The member `run` ended on (it moves past members that fail).
+                    let on = self.current.load(Ordering::SeqCst) % self.clients.len().max(1);
+                    Ok((stream, on))
+                },
+            )
+            .await
     }
 
     /// [`Members::run`] with each member given at most `per_member` (capped at the request

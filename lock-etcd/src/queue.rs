@@ -19,13 +19,14 @@
 
 use std::time::Duration;
 
-use etcd_client::{EventType, SortOrder};
+use etcd_client::{SortOrder, WatchOptions};
 use lock_core::backend::{Backoff, Deadline, LostSignal};
 use lock_core::LockError;
 use tokio::time::Instant;
 
 use crate::contender::{by_create, Contender};
 use crate::error::{is_unreachable, map};
+use crate::watches::{Fired, Watching};
 
 /// How long a waiter trusts a silent watch before it reads the range again: half the lease,
 /// at most 2 s (one read per waiter per period while the holder keeps the lock).
@@ -63,6 +64,8 @@ pub(crate) async fn wait_for_turn(
 ) -> Result<Waited, LockError> {
     let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(1));
     let mut last_answer = Instant::now();
+    // A watch kept for the next look (see below), with the key it watches.
+    let mut kept: Option<(Vec<u8>, Watching)> = None;
     let (range, limit) = match rule {
         Rule::After(range) => (range.clone(), 1),
         Rule::Fewer(range, n) => (range.clone(), *n),
@@ -103,40 +106,39 @@ pub(crate) async fn wait_for_turn(
         if deadline.expired() {
             return Ok(Waited::TimedOut);
         }
-        // Watch from the revision after the read's: the deletion we wait for comes later than
-        // the read that saw the key, and a watch that starts beyond the store's current
-        // revision is "synced" at once, while one starting at or below it waits for etcd's
-        // catch-up loop (every 100 ms) — which made every handoff ~100 ms.
-        let from = resp.header().map_or(0, |h| h.revision()) + 1;
-        let watched = async {
-            let stream = if watch_prefix {
-                me.members.watch_prefix_from(pred, from).await
-            } else {
-                me.members.watch_from(pred, from).await
-            };
-            let mut stream = match stream {
-                Ok(s) => s,
-                Err(e) => {
-                    tracing::debug!(backend = %me.label, name = %me.name, error = %e, "watching our predecessor failed; looking again");
-                    tokio::time::sleep(backoff.next_delay()).await;
-                    return;
+        // The watch starts at the member's current revision (served at once; a watch from an
+        // older revision waits for etcd's 100 ms catch-up loop). It covers the deletion we
+        // wait for only if it started no later than the read that saw the key; a watch that
+        // started later is kept while a new read confirms the same key after its start.
+        let read_at = resp.header().map_or(0, |h| h.revision());
+        let reuse = match kept.take() {
+            Some((key, mut w)) if key == pred => (!w.ended()).then_some(w),
+            _ => None,
+        };
+        let mut watching = match reuse {
+            Some(w) => w,
+            None => {
+                let mut opts = WatchOptions::new();
+                if watch_prefix {
+                    opts = opts.with_prefix();
                 }
-            };
-            loop {
-                match stream.message().await {
-                    Ok(Some(r))
-                        if r.events()
-                            .iter()
-                            .any(|e| e.event_type() == EventType::Delete) =>
-                    {
-                        on_wake();
-                        return;
+                match me.members.watch(pred.clone(), opts).await {
+                    Ok(w) => w,
+                    Err(e) => {
+                        tracing::debug!(backend = %me.label, name = %me.name, error = %e, "watching our predecessor failed; looking again");
+                        deadline.sleep(backoff.next_delay()).await;
+                        continue;
                     }
-                    Ok(Some(r)) if r.canceled() => return,
-                    Ok(Some(_)) => {}
-                    // The stream broke (a member went away): look again.
-                    Ok(None) | Err(_) => return,
                 }
+            }
+        };
+        if watching.start() > read_at {
+            kept = Some((pred, watching));
+            continue;
+        }
+        let watched = async {
+            if watching.fired().await == Fired::Deleted {
+                on_wake();
             }
         };
         tokio::select! {

@@ -1,8 +1,8 @@
 //! The held key's watcher: `lost()` fires as soon as our key is deleted — by someone else, or
 //! by the server when our lease was revoked or ran out (revoking a lease deletes its keys).
 //!
-//! The watch starts just after our key's create revision, so a deletion that happened before
-//! the watch was set up is still seen. When the watch stream ends without a deletion (a member
+//! The watch (an entry on the client's shared watch stream) starts just after our key's create
+//! revision, so a deletion that happened before the watch was set up is still seen. When the watch stream ends without a deletion (a member
 //! restarted, the revision was compacted, the member lost its leader), the key is read again:
 //! gone or recreated by another lease means lost; still ours means watch again from that
 //! read's revision. While the cluster does not answer at all, the guard's lease deadline (its
@@ -12,10 +12,11 @@ use std::time::Duration;
 
 use std::sync::Arc;
 
-use etcd_client::EventType;
+use etcd_client::WatchOptions;
 use lock_core::backend::{Backoff, LostSignal};
 
 use crate::members::Members;
+use crate::watches::Fired;
 
 /// Watches `key` (ours, created at `rev`) until it is deleted, then marks `lost`. Runs until
 /// aborted (the guard's lease aborts it on release and drop).
@@ -30,24 +31,13 @@ pub(crate) async fn watch_own_key(
     let mut from = rev + 1;
     let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(1));
     loop {
-        if let Ok(mut stream) = members.watch_from(key.clone(), from).await {
-            while let Ok(Some(resp)) = stream.message().await {
-                if resp
-                    .events()
-                    .iter()
-                    .any(|e| e.event_type() == EventType::Delete)
-                {
-                    if lost.mark_lost(format!("its etcd key {key} was deleted (by someone else, or its lease was revoked or ran out)")) {
-                        tracing::warn!(backend = %label, name = %name, key = %key, "lock lost: its key was deleted");
-                    }
-                    return;
+        let opts = WatchOptions::new().with_start_revision(from);
+        if let Ok(mut watching) = members.watch(key.clone(), opts).await {
+            if watching.fired().await == Fired::Deleted {
+                if lost.mark_lost(format!("its etcd key {key} was deleted (by someone else, or its lease was revoked or ran out)")) {
+                    tracing::warn!(backend = %label, name = %name, key = %key, "lock lost: its key was deleted");
                 }
-                if let Some(last) = resp.events().last().and_then(|e| e.kv()) {
-                    from = from.max(last.mod_revision() + 1);
-                }
-                if resp.canceled() {
-                    break;
-                }
+                return;
             }
         }
         // The watch ended without a deletion: read the key to know where we stand.
