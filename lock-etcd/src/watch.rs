@@ -32,7 +32,9 @@ pub(crate) async fn watch_own_key(
     let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(1));
     loop {
         let opts = WatchOptions::new().with_start_revision(from);
-        if let Ok(mut watching) = members.watch(key.clone(), opts).await {
+        // The calls are boxed: they run rarely, and unboxed their futures would make this
+        // task, which lives as long as the guard, several KiB larger per held lock.
+        if let Ok(mut watching) = Box::pin(members.watch(key.clone(), opts)).await {
             if watching.fired().await == Fired::Deleted {
                 if lost.mark_lost(format!("its etcd key {key} was deleted (by someone else, or its lease was revoked or ran out)")) {
                     tracing::warn!(backend = %label, name = %name, key = %key, "lock lost: its key was deleted");
@@ -42,12 +44,11 @@ pub(crate) async fn watch_own_key(
         }
         // The watch ended without a deletion: read the key to know where we stand.
         tokio::time::sleep(backoff.next_delay()).await;
-        let got = members
-            .run(|c| {
-                let key = key.clone();
-                async move { c.kv_client().get(key, None).await }
-            })
-            .await;
+        let got = Box::pin(members.run(|c| {
+            let key = key.clone();
+            async move { c.kv_client().get(key, None).await }
+        }))
+        .await;
         match got {
             Ok(r) => {
                 backoff.reset();
