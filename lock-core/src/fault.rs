@@ -31,6 +31,8 @@ struct Inner {
     /// Bumped on every kill: pumps of older generations stop and reset their sockets.
     generation: watch::Sender<u64>,
     open: AtomicUsize,
+    /// Chunks (reads) forwarded from clients upstream.
+    chunks_up: std::sync::atomic::AtomicU64,
 }
 
 /// A TCP proxy on `127.0.0.1:<ephemeral>` forwarding to one upstream address.
@@ -70,6 +72,7 @@ impl FaultProxy {
             mode: watch::channel(ProxyMode::Pass(Duration::ZERO)).0,
             generation: watch::channel(0).0,
             open: AtomicUsize::new(0),
+            chunks_up: std::sync::atomic::AtomicU64::new(0),
         });
         let accept = tokio::spawn(accept_loop(listener, Arc::clone(&inner)));
         Ok(FaultProxy {
@@ -119,6 +122,13 @@ impl FaultProxy {
     pub fn open_connections(&self) -> usize {
         self.inner.open.load(Ordering::SeqCst)
     }
+
+    /// How many chunks clients have sent upstream through the proxy so far (each read from a
+    /// client socket counts once): about one per request for a client that waits for each
+    /// answer, so a test can tell how often a client talked to the store.
+    pub fn chunks_sent(&self) -> u64 {
+        self.inner.chunks_up.load(Ordering::SeqCst)
+    }
 }
 
 async fn accept_loop(listener: TcpListener, inner: Arc<Inner>) {
@@ -164,8 +174,8 @@ async fn serve(client: TcpStream, inner: Arc<Inner>) {
     inner.open.fetch_add(1, Ordering::SeqCst);
     let (cr, cw) = client.into_split();
     let (ur, uw) = upstream.into_split();
-    let up = pump(cr, uw, Arc::clone(&inner), generation);
-    let down = pump(ur, cw, Arc::clone(&inner), generation);
+    let up = pump(cr, uw, Arc::clone(&inner), generation, true);
+    let down = pump(ur, cw, Arc::clone(&inner), generation, false);
     // When either direction ends, both sockets are dropped (reset).
     tokio::select! {
         _ = up => {}
@@ -179,6 +189,7 @@ async fn pump(
     mut to: tokio::net::tcp::OwnedWriteHalf,
     inner: Arc<Inner>,
     generation: u64,
+    upward: bool,
 ) {
     let mut gen_rx = inner.generation.subscribe();
     let mut mode_rx = inner.mode.subscribe();
@@ -192,6 +203,9 @@ async fn pump(
             },
             _ = gen_rx.wait_for(killed) => return,
         };
+        if upward {
+            inner.chunks_up.fetch_add(1, Ordering::SeqCst);
+        }
         // Hold the bytes while black-holed; give up on kill.
         let latency = loop {
             let mode = *mode_rx.borrow_and_update();

@@ -1,5 +1,11 @@
 //! PostgreSQL release notifications: ONE `LISTEN` connection per client, fanned out to the
 //! waiters of each lock name. Started on the first wait; stopped when the client is dropped.
+//!
+//! A release's payload names the head of the name's queue across processes (`<member>/<name>`,
+//! the member empty when nobody is queued; `statements/postgres.rs`), so only that waiter
+//! tries at once: every waiting process trying after every release cost ~13 statements per
+//! handoff with 8 processes, of which one could win. A payload without a member prefix (a
+//! client of an older version) wakes every waiter of the name, as before.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -7,7 +13,46 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
-type Waiters = Arc<Mutex<HashMap<String, (Arc<Notify>, usize)>>>;
+type Waiters = Arc<Mutex<HashMap<String, (Arc<Signal>, usize)>>>;
+
+/// One name's wake-up: the waiters' notify and the queue head the last release named.
+#[derive(Debug, Default)]
+pub(crate) struct Signal {
+    notify: Notify,
+    head: Mutex<String>,
+}
+
+impl Signal {
+    /// Completes at the next release notification of the name (see [`Notify::notified`]).
+    pub(crate) fn notified(&self) -> tokio::sync::futures::Notified<'_> {
+        self.notify.notified()
+    }
+
+    /// Whether the last release named another waiter than `member` as the queue's head (then
+    /// `member` is not next and need not look).
+    pub(crate) fn for_other(&self, member: &str) -> bool {
+        let head = self.head.lock().unwrap_or_else(|p| p.into_inner());
+        !head.is_empty() && *head != member
+    }
+
+    fn wake(&self, head: &str) {
+        head.clone_into(&mut self.head.lock().unwrap_or_else(|p| p.into_inner()));
+        self.notify.notify_waiters();
+    }
+}
+
+/// Splits a release payload into the queue head named (empty: any) and the lock name.
+fn parse(payload: &str) -> (&str, &str) {
+    match payload.split_once('/') {
+        Some((head, name))
+            if head.is_empty()
+                || (head.len() == 32 && head.bytes().all(|b| b.is_ascii_hexdigit())) =>
+        {
+            (head, name)
+        }
+        _ => ("", payload),
+    }
+}
 
 /// Wake-ups by lock name.
 #[derive(Debug, Default)]
@@ -20,7 +65,7 @@ pub(crate) struct Wakeups {
 pub(crate) struct Registration {
     waiters: Waiters,
     name: String,
-    pub notify: Arc<Notify>,
+    pub signal: Arc<Signal>,
 }
 
 impl Drop for Registration {
@@ -54,12 +99,12 @@ impl Wakeups {
         let mut w = self.waiters.lock().unwrap_or_else(|p| p.into_inner());
         let entry = w
             .entry(name.to_owned())
-            .or_insert_with(|| (Arc::new(Notify::new()), 0));
+            .or_insert_with(|| (Arc::new(Signal::default()), 0));
         entry.1 += 1;
         Registration {
             waiters: Arc::clone(&self.waiters),
             name: name.to_owned(),
-            notify: Arc::clone(&entry.0),
+            signal: Arc::clone(&entry.0),
         }
     }
 
@@ -107,13 +152,29 @@ async fn listen(url: &str, channel: &str, waiters: &Waiters) -> Result<(), sqlx:
     listener.listen(channel).await?;
     loop {
         let n = listener.recv().await?;
-        let notify = waiters
+        let (head, name) = parse(n.payload());
+        let signal = waiters
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .get(n.payload())
-            .map(|(n, _)| Arc::clone(n));
-        if let Some(notify) = notify {
-            notify.notify_waiters();
+            .get(name)
+            .map(|(s, _)| Arc::clone(s));
+        if let Some(signal) = signal {
+            signal.wake(head);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse;
+
+    #[test]
+    fn payloads_name_the_head_and_the_lock() {
+        let m = "0123456789abcdef0123456789abcdef";
+        assert_eq!(parse(&format!("{m}/a/b")), (m, "a/b"));
+        assert_eq!(parse("/a/b"), ("", "a/b"));
+        // An older client's payload is the bare name, slashes and all.
+        assert_eq!(parse("jobs/nightly"), ("", "jobs/nightly"));
+        assert_eq!(parse("plain"), ("", "plain"));
     }
 }

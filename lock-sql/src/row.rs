@@ -300,7 +300,7 @@ impl LockBackend for RowLock {
         loop {
             // Armed before the attempt so a release between the attempt and the wait still
             // wakes us.
-            let notified = registration.as_ref().map(|r| r.notify.notified());
+            let notified = registration.as_ref().map(|r| r.signal.notified());
             let released = turn.as_ref().map(|t| t.released());
             tokio::pin!(notified, released);
             if let Some(n) = notified.as_mut().as_pin_mut() {
@@ -410,10 +410,30 @@ impl LockBackend for RowLock {
                 let base = until_expiry.min(HEAD_POLL.saturating_mul(places).min(MAX_POLL));
                 base / 2 + random_up_to(base / 2)
             };
-            let woken = tokio::select! {
-                _ = either(notified.as_mut().as_pin_mut()) => true,
-                _ = either(released.as_mut().as_pin_mut()) => true,
-                _ = deadline.sleep(nap) => false,
+            let sleep = deadline.sleep(nap);
+            tokio::pin!(sleep);
+            let woken = loop {
+                tokio::select! {
+                    _ = either(notified.as_mut().as_pin_mut()) => {}
+                    _ = either(released.as_mut().as_pin_mut()) => break true,
+                    _ = &mut sleep => break false,
+                }
+                // A release that named another process's waiter as the queue's head: not our
+                // turn, nothing to look at. Armed again before the head is read, so a release
+                // naming us in between is not missed.
+                match registration.as_ref() {
+                    Some(r) if r.signal.for_other(&member) => {
+                        notified.set(Some(r.signal.notified()));
+                        if let Some(n) = notified.as_mut().as_pin_mut() {
+                            n.enable();
+                        }
+                        if r.signal.for_other(&member) {
+                            continue;
+                        }
+                        break true;
+                    }
+                    _ => break true,
+                }
             };
             // Woken by a release, or MySQL's head looking again: straight to the take, which
             // lets only the head in (one round trip from the release to the grant). Otherwise

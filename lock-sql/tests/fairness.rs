@@ -140,3 +140,72 @@ async fn lapsed_places_stop_holding_others_back() {
         a_lapsed_place_stops_holding_others_back(&url).await;
     }
 }
+
+/// PostgreSQL: a release wakes only the head of the queue across processes. The last of a
+/// line of waiting "processes" (each a client through its own proxy, which counts what the
+/// client sends) stays silent while the lock is handed along the line ahead of it — before,
+/// every release made every waiting process try the lock and read the queue, ~2 statements
+/// per waiter per handoff of which only the head's could win. It is still served in turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_release_wakes_only_the_head_of_the_queue() {
+    const AHEAD: usize = 6;
+    let url = postgres_url();
+    let name = format!("head-{}", &lock_core::backend::owner_token()[..8]);
+    let wait = AcquireOptions::new()
+        .wait(Duration::from_secs(20))
+        .ttl(Duration::from_secs(30));
+    let first = support::connect_or_explain(&url).await;
+    let held = first.acquire(&name, &wait).await.unwrap();
+    // AHEAD processes, then the last one, queued in this order (each has tried and joined
+    // before the next starts). Each of the line holds until told, then releases.
+    let mut line = Vec::new();
+    for _ in 0..=AHEAD {
+        let (lock, proxy) = support::through_proxy(&url).await;
+        let (granted_tx, granted_rx) = tokio::sync::oneshot::channel::<u64>();
+        let (go_tx, go_rx) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn({
+            let (name, wait) = (name.clone(), wait.clone());
+            async move {
+                let g = lock.acquire(&name, &wait).await.unwrap();
+                let _ = granted_tx.send(g.fencing_token());
+                let _ = go_rx.await;
+                g.release().await.unwrap();
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        line.push((proxy, granted_rx, go_tx, task));
+    }
+    let (last, rest) = line.split_last_mut().unwrap();
+    let before = last.0.chunks_sent();
+    held.release().await.unwrap();
+    // The lock goes along the line ahead of the last process, one release at a time.
+    let mut tokens = Vec::new();
+    for (_, granted, go, _) in rest.iter_mut() {
+        let token = tokio::time::timeout(Duration::from_secs(5), granted)
+            .await
+            .expect("a waiter ahead was not granted in turn")
+            .unwrap();
+        tokens.push(token);
+        let _ = std::mem::replace(go, tokio::sync::oneshot::channel().0).send(());
+    }
+    let sent = last.0.chunks_sent() - before;
+    // A look of its own (once a second; a place refresh and a queue read) may fall into the
+    // handoffs; a herd would be ~2 per handoff.
+    assert!(
+        sent <= 3,
+        "the last waiter sent {sent} requests while the lock went through the {AHEAD} \
+         processes ahead of it (only the queue's head should be woken)"
+    );
+    let token = tokio::time::timeout(Duration::from_secs(5), &mut last.1)
+        .await
+        .expect("the last waiter was not granted in turn")
+        .unwrap();
+    assert!(
+        tokens.windows(2).all(|w| w[0] < w[1]) && tokens.last() < Some(&token),
+        "tokens in grant order: {tokens:?} then {token}"
+    );
+    let _ = std::mem::replace(&mut last.2, tokio::sync::oneshot::channel().0).send(());
+    for (_, _, _, task) in line {
+        task.await.unwrap();
+    }
+}

@@ -22,6 +22,17 @@ const SESSION: &[&str] = &["SET synchronous_commit = on"];
 /// Whether a table or sequence exists on the search path; returns a count.
 const OBJECT_EXISTS: &str = "SELECT CAST((to_regclass($1) IS NOT NULL)::int AS BIGINT)";
 
+/// A release notification's payload: the live head of the name's queue across processes
+/// (its member, or empty when nobody is queued), `/`, the name — so only the head of the
+/// queue tries at once, instead of every waiting process (see `crate::notify`).
+/// `except` narrows the places looked at (a leaver's own, still visible in its statement).
+fn release_payload(t: &str, now: &str, except: &str) -> String {
+    format!(
+        "COALESCE((SELECT w.member FROM {t}_waitq w WHERE w.name = d.name AND w.expires_at > {now} {except} \
+         ORDER BY w.seq LIMIT 1), '') || '/' || d.name"
+    )
+}
+
 /// The channel release notifications go to.
 fn notify_channel(t: &str) -> String {
     format!("distlock_{t}")
@@ -91,7 +102,19 @@ pub(crate) fn row(t: &str) -> RowStatements {
         acquire: acquire(super::queue::ahead(t, now, "$1", "$4")),
         acquire_first: acquire(super::queue::anyone(t, now, "$1")),
         enqueue: super::queue::enqueue_upsert(t, now, ["$1", "$2", "$3"], "ON CONFLICT (name, member) DO UPDATE SET expires_at = EXCLUDED.expires_at"),
-        leave: super::queue::leave(t, now, "$1", "$2"),
+        // Leaving also tells the next head when the lock is free (a head that was told of a
+        // release and then cancelled would otherwise leave the lock idle until the next
+        // waiter's safety look). A data-modifying CTE's deletion is not visible to the rest of
+        // the statement, hence the payload's `member <> $2`.
+        leave: format!(
+            "WITH gone AS ({leave} RETURNING name) \
+             SELECT count(*) FROM (SELECT pg_notify('{channel}', {payload}) \
+             FROM (SELECT DISTINCT name FROM gone) d \
+             WHERE NOT EXISTS (SELECT 1 FROM {t} l WHERE l.name = d.name AND l.expires_at > {now})) n",
+            leave = super::queue::leave(t, now, "$1", "$2"),
+            channel = notify_channel(t),
+            payload = release_payload(t, now, "AND w.member <> $2"),
+        ),
         state: super::queue::state(t, now, "$1", "$2"),
         positional: false,
         bump: None,
@@ -104,8 +127,9 @@ pub(crate) fn row(t: &str) -> RowStatements {
         release: format!(
             "WITH d AS (DELETE FROM {t} WHERE name = $1 AND owner = $2 RETURNING name) \
              SELECT (SELECT count(*) FROM d) AS deleted, \
-             (SELECT count(*) FROM (SELECT pg_notify('{}', name) FROM d) n) AS notified",
-            notify_channel(t)
+             (SELECT count(*) FROM (SELECT pg_notify('{}', {payload}) FROM d) n) AS notified",
+            notify_channel(t),
+            payload = release_payload(t, now, "")
         ),
         notify_channel: Some(notify_channel(t)),
     }
