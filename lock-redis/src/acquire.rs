@@ -93,6 +93,25 @@ impl Bid<'_> {
     }
 }
 
+/// The round a direct grant stands for (`lua/release.lua`): the lock key holds our token with
+/// the rest of our queue place as its lease — at least [`WAITER_TTL`] from the start of the
+/// round that last refreshed the place, since the server refreshed it after that start. When
+/// the caller's lease is shorter than that, or will not be renewed, a validity of zero makes
+/// the guard renew to the caller's `ttl` before it is handed out (`GuardParts::start`), so the
+/// lease is the caller's from then on; otherwise the guard's first renewal, a third of the
+/// way, does it.
+fn direct_grant(fence: u64, opts: &AcquireOptions) -> Round {
+    let validity = if opts.ttl < WAITER_TTL || !opts.renew {
+        Duration::ZERO
+    } else {
+        WAITER_TTL
+    };
+    Round::Acquired {
+        token: fence,
+        validity,
+    }
+}
+
 /// Acquires `name` on `rounds` with owner `token`: rounds until one wins, the lock stays
 /// held past `opts.wait`, or (`try_only`) the first round finds it held. Waiters queue (FIFO)
 /// and sleep until a release message (`subscribers`, one per node) or their heartbeat.
@@ -133,20 +152,28 @@ pub(crate) async fn acquire<R: Rounds>(
         })
     });
     let mut first_failure: Option<Instant> = None;
+    // A release that handed us the lock (single instance): its fencing token, and when the
+    // round that last refreshed our queue place started.
+    let mut granted: Option<(u64, Instant)> = None;
     loop {
-        let started = Instant::now();
-        let outcome = match rounds.round(&bid).await {
-            Err(e @ LockError::Unavailable { .. }) if !try_only => {
-                let failing_for = first_failure.get_or_insert_with(Instant::now).elapsed();
-                match rounds.retry_pause(opts.ttl, failing_for) {
-                    Some(pause) if !deadline.expired() => {
-                        tokio::time::sleep(pause).await;
-                        continue;
+        let (started, outcome) = if let Some((fence, refreshed)) = granted.take() {
+            (refreshed, direct_grant(fence, opts))
+        } else {
+            let started = Instant::now();
+            let outcome = match rounds.round(&bid).await {
+                Err(e @ LockError::Unavailable { .. }) if !try_only => {
+                    let failing_for = first_failure.get_or_insert_with(Instant::now).elapsed();
+                    match rounds.retry_pause(opts.ttl, failing_for) {
+                        Some(pause) if !deadline.expired() => {
+                            tokio::time::sleep(pause).await;
+                            continue;
+                        }
+                        _ => return Err(e),
                     }
-                    _ => return Err(e),
                 }
-            }
-            other => other?,
+                other => other?,
+            };
+            (started, outcome)
         };
         match outcome {
             Round::Acquired {
@@ -217,12 +244,17 @@ pub(crate) async fn acquire<R: Rounds>(
                         .min(Duration::from_micros(500) + random_up_to(Duration::from_millis(2)));
                 }
                 let woken = futures::future::select_all(
-                    waits.iter().map(|w| Box::pin(w.notify.notified())),
+                    waits.iter().map(|w| Box::pin(w.wake.notify.notified())),
                 );
                 tokio::select! {
                     _ = woken => {}
                     _ = deadline.sleep(nap) => {}
                 }
+                // Handed the lock by the release that woke us: no round needed.
+                granted = waits
+                    .iter()
+                    .find_map(|w| w.wake.take_grant())
+                    .map(|fence| (fence, started));
             }
         }
     }

@@ -106,6 +106,9 @@ pub(crate) struct Node {
     eviction: EvictionCheck,
     addr: String,
     label: String,
+    /// A release here hands the lock straight to the queue's head (single instance only: one
+    /// Redlock master's grant is no quorum; see `lua/release.lua`).
+    grants: bool,
 }
 
 pub(crate) fn ms(d: Duration) -> u64 {
@@ -212,7 +215,15 @@ impl Node {
             eviction: cfg.eviction,
             addr: cfg.nodes[i].to_string(),
             label: label.to_owned(),
+            grants: false,
         })
+    }
+
+    /// This node as a single instance's: its releases hand the lock straight to the head of
+    /// the queue.
+    pub(crate) fn granting(mut self) -> Self {
+        self.grants = true;
+        self
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -268,8 +279,10 @@ impl Node {
             .key(&keys.lock)
             .key(&keys.queue)
             .key(&keys.qexp)
+            .key(&keys.fence)
             .arg(token)
             .arg(&keys.channel)
+            .arg(if self.grants { "1" } else { "" })
             .invoke_async(&mut c)
             .await?;
         Ok(flag(&reply))

@@ -26,7 +26,7 @@ impl Single {
     /// Connects to the configured server, which must answer now.
     pub(crate) async fn connect(cfg: &RedisConfig, label: &str) -> Result<Self, LockError> {
         Ok(Single {
-            nodes: Arc::new([Node::connect(cfg, 0, label).await?]),
+            nodes: Arc::new([Node::connect(cfg, 0, label).await?.granting()]),
             timeout: cfg.timeout,
             label: label.to_owned(),
         })

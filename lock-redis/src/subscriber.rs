@@ -1,11 +1,14 @@
 //! [`Subscriber`]: ONE pub/sub connection per client and node, fanning release messages out to
 //! the waiters of each lock. A release message carries the token of the next queued waiter, so
-//! only that waiter is woken (an empty message — no queue — wakes every local waiter of the lock).
+//! only that waiter is woken (an empty message — no queue — wakes every local waiter of the lock);
+//! on a single instance it also carries the fencing token the release granted that waiter
+//! (`<token> <fence>`, `lua/release.lua`), which the waiter finds in [`Wake::take_grant`].
 //! Channels are subscribed while someone waits on them and unsubscribed when the last one
 //! leaves. If the connection dies, waiters still re-check on their heartbeat and the next
 //! registration opens a new one.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
@@ -13,7 +16,32 @@ use redis::aio::PubSubSink;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
-type Channels = Arc<Mutex<HashMap<String, HashMap<String, Arc<Notify>>>>>;
+type Channels = Arc<Mutex<HashMap<String, HashMap<String, Arc<Wake>>>>>;
+
+/// One waiter's wake-up, and the lock a release handed it, if one did.
+#[derive(Default)]
+pub(crate) struct Wake {
+    pub notify: Notify,
+    /// The fencing token of a direct grant (0: none yet).
+    granted: AtomicU64,
+}
+
+impl Wake {
+    /// The fencing token of the grant a release handed this waiter since the last call, if any:
+    /// the lock key then holds the waiter's token, with the rest of its queue place as lease.
+    pub(crate) fn take_grant(&self) -> Option<u64> {
+        Some(self.granted.swap(0, Ordering::SeqCst)).filter(|&f| f > 0)
+    }
+}
+
+/// Splits a release message into the waiter it names and the fencing token it granted that
+/// waiter, if any (a message of an older client is a bare token).
+fn parse(message: &str) -> (&str, Option<u64>) {
+    match message.split_once(' ') {
+        Some((token, fence)) => (token, fence.parse().ok()),
+        None => (message, None),
+    }
+}
 
 struct Live {
     sink: PubSubSink,
@@ -43,7 +71,7 @@ impl Drop for Subscriber {
 
 /// A waiter's registration; leaves the channel when dropped.
 pub(crate) struct Waiting {
-    pub notify: Arc<Notify>,
+    pub wake: Arc<Wake>,
     channel: String,
     token: String,
     sub: Arc<Subscriber>,
@@ -92,13 +120,13 @@ impl Subscriber {
         channel: &str,
         token: &str,
     ) -> Waiting {
-        let notify = Arc::new(Notify::new());
+        let wake = Arc::new(Wake::default());
         self.channels
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .entry(channel.to_owned())
             .or_default()
-            .insert(token.to_owned(), Arc::clone(&notify));
+            .insert(token.to_owned(), Arc::clone(&wake));
         // Every waiter, not only the channel's first, returns only once the server confirmed
         // the subscription: a waiter that looked at the lock again while another waiter's
         // SUBSCRIBE was still on its way could miss the release in between and sleep until
@@ -124,7 +152,7 @@ impl Subscriber {
         }
         drop(live);
         Waiting {
-            notify,
+            wake,
             channel: channel.to_owned(),
             token: token.to_owned(),
             sub: Arc::clone(self),
@@ -144,15 +172,24 @@ impl Subscriber {
         let server = self.server.clone();
         let reader = tokio::spawn(async move {
             while let Some(msg) = stream.next().await {
-                let next: String = msg.get_payload().unwrap_or_default();
+                let message: String = msg.get_payload().unwrap_or_default();
+                let (next, granted) = parse(&message);
                 let ch = channels.lock().unwrap_or_else(|p| p.into_inner());
                 if let Some(waiters) = ch.get(msg.get_channel_name()) {
-                    // The named head is woken; a message naming nobody (an empty queue) wakes
-                    // every local waiter; one naming another client's waiter wakes nobody here
-                    // (a departed head's entry expires and the heartbeat re-checks).
-                    match waiters.get(&next) {
-                        Some(n) => n.notify_one(),
-                        None if next.is_empty() => waiters.values().for_each(|n| n.notify_one()),
+                    // The named head is woken (with its grant, if the release handed it the
+                    // lock); a message naming nobody (an empty queue) wakes every local waiter;
+                    // one naming another client's waiter wakes nobody here (a departed head's
+                    // entry expires and the heartbeat re-checks).
+                    match waiters.get(next) {
+                        Some(w) => {
+                            if let Some(fence) = granted {
+                                w.granted.store(fence, Ordering::SeqCst);
+                            }
+                            w.notify.notify_one();
+                        }
+                        None if next.is_empty() => {
+                            waiters.values().for_each(|w| w.notify.notify_one());
+                        }
                         None => {}
                     }
                 }
@@ -193,5 +230,20 @@ impl Subscriber {
                 let _ = l.sink.unsubscribe(channel).await;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse;
+
+    #[test]
+    fn messages_name_a_waiter_and_maybe_its_grant() {
+        assert_eq!(
+            parse("ab12 1795409969355928"),
+            ("ab12", Some(1795409969355928))
+        );
+        assert_eq!(parse("ab12"), ("ab12", None));
+        assert_eq!(parse(""), ("", None));
     }
 }

@@ -1,9 +1,20 @@
--- Release only our own lock, then wake the next queued waiter.
--- Invariant: a key that does not hold our token (expired and re-taken, a redis-py holder) is
+-- Release only our own lock, then wake the next queued waiter — on a single instance, by
+-- handing it the lock: the message that wakes the head *is* its grant, so the head needs no
+-- round trip of its own before it holds (issue 20's fair handoff).
+-- Invariants: a key that does not hold our token (expired and re-taken, a redis-py holder) is
 -- never deleted; foreign data at the lock or queue keys is reported before anything is written
--- (prelude.lua) — the lock, if still ours, then frees itself when its lease runs out.
--- KEYS: 1 lock, 2 queue, 3 queue expiry; ARGV: 1 token, 2 release channel
+-- (prelude.lua) — the lock, if still ours, then frees itself when its lease runs out. A direct
+-- grant follows acquire.lua's rules: the lock goes to the first live waiter of the queue (FIFO),
+-- its fencing token is max(counter + 1, server time in µs), and it leaves the queue. Its lease
+-- is the rest of the head's place (at most the waiter ttl, 3 s): a head that died while still
+-- queued holds the lock no longer than its place would have held the queue back; the head
+-- extends the lease to its own ttl once it holds. Redlock never grants directly (one master's
+-- grant is no quorum): it publishes the head's token as a wake-up.
+-- KEYS: 1 lock, 2 queue, 3 queue expiry, 4 fencing counter; ARGV: 1 token, 2 release channel,
+-- 3 '1' to grant the head directly (single instance), '' to wake it (Redlock)
 -- Returns 1 when released, 0 when the lock was not ours, {-1, type, key} for foreign data.
+-- Publishes '' (nobody queued: wakes every local waiter), the head's token (a wake-up), or the
+-- head's token, a space and its fencing token (a grant).
 local bad, queued = foreign_lock_or_queue(KEYS[1], KEYS[2], KEYS[3])
 if bad then
   return bad
@@ -22,11 +33,28 @@ end
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('ZREM', KEYS[3], ARGV[1])
 local t = redis.call('TIME')
-local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now_ms = math.floor(now_us / 1000)
 local stale = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now_ms)
 for _, w in ipairs(stale) do
   redis.call('ZREM', KEYS[2], w)
   redis.call('ZREM', KEYS[3], w)
 end
-redis.call('PUBLISH', ARGV[2], redis.call('ZRANGE', KEYS[2], 0, 0)[1] or '')
+local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+if head and ARGV[3] == '1' then
+  local place_ends = tonumber(redis.call('ZSCORE', KEYS[3], head))
+  local counter, bad_c = counter_at(KEYS[4])
+  -- A counter distlock could not have written is left alone: the head then only wakes, and
+  -- its own acquire reports the foreign data.
+  if not bad_c and place_ends and place_ends > now_ms then
+    redis.call('SET', KEYS[1], head, 'PX', place_ends - now_ms)
+    local fence = string.format('%d', math.max(counter + 1, now_us))
+    redis.call('SET', KEYS[4], fence)
+    redis.call('ZREM', KEYS[2], head)
+    redis.call('ZREM', KEYS[3], head)
+    redis.call('PUBLISH', ARGV[2], head .. ' ' .. fence)
+    return 1
+  end
+end
+redis.call('PUBLISH', ARGV[2], head or '')
 return 1

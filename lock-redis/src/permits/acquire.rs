@@ -144,7 +144,7 @@ pub(crate) async fn acquire(
             HEARTBEAT
         };
         tokio::select! {
-            _ = w.notify.notified() => {}
+            _ = w.wake.notify.notified() => {}
             _ = deadline.sleep(nap) => {}
         }
     }

@@ -1,0 +1,158 @@
+//! Single instance: a release hands the lock straight to the head of the queue. The message
+//! that wakes the head is its grant, so the head holds without a round trip of its own — and
+//! the grant keeps every promise an acquire keeps: FIFO, a token above every earlier one, the
+//! caller's lease (not the grant's short claim) once held, and a head that died while queued
+//! holding the lock back no longer than its place in the queue would have.
+//!
+//! The waiter under test connects through a fault proxy, which counts what it sends (both its
+//! command and its pub/sub connection go through it).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use lock_core::fault::FaultProxy;
+use lock_core::{AcquireOptions, DistributedLock, LockGuard};
+use support::*;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+/// A client of the single instance whose every connection goes through a proxy.
+async fn proxied() -> (Arc<dyn DistributedLock>, FaultProxy) {
+    let port = ports(&single_url())[0];
+    let proxy = FaultProxy::start(([127, 0, 0, 1], port).into())
+        .await
+        .unwrap();
+    let url = format!("redis://127.0.0.1:{}", proxy.addr().port());
+    (connect_or_explain(&url).await, proxy)
+}
+
+/// Starts `lock.acquire(name)` in a task and gives it time to try once and queue.
+async fn queued(
+    lock: &Arc<dyn DistributedLock>,
+    name: &str,
+    opts: AcquireOptions,
+) -> JoinHandle<LockGuard> {
+    let task = tokio::spawn({
+        let (lock, name) = (Arc::clone(lock), name.to_owned());
+        async move { lock.acquire(&name, &opts).await.unwrap() }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    task
+}
+
+async fn pttl(key: &str) -> i64 {
+    run(ports(&single_url())[0], redis::cmd("PTTL").arg(key)).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_head_holds_without_a_round_trip_of_its_own_and_then_its_own_lease() {
+    let holder = connect_or_explain(&single_url()).await;
+    let (waiter, proxy) = proxied().await;
+    let name = unique("grant");
+    let ttl = Duration::from_secs(20);
+    let opts = AcquireOptions::new().ttl(ttl).wait(Duration::from_secs(10));
+    let held = holder.acquire(&name, &opts).await.unwrap();
+    let task = queued(&waiter, &name, opts.clone()).await;
+    let before = proxy.chunks_sent();
+    let released_at = Instant::now();
+    let token = held.fencing_token();
+    held.release().await.unwrap();
+    let g = tokio::time::timeout(Duration::from_secs(5), task)
+        .await
+        .expect("the head was not granted")
+        .unwrap();
+    let sent = proxy.chunks_sent() - before;
+    assert_eq!(
+        sent, 0,
+        "the head sent {sent} requests between the release and its grant (the release's \
+         message should be the grant)"
+    );
+    assert!(
+        g.fencing_token() > token,
+        "tokens: {token} then {}",
+        g.fencing_token()
+    );
+    assert!(
+        holder.try_acquire(&name, &opts).await.unwrap().is_none(),
+        "the lock granted to the head is free for anyone"
+    );
+    // The grant's claim is the rest of the head's place (at most 3 s); the guard's first
+    // renewal, a third of the way, makes it the caller's 20 s lease.
+    assert!(
+        pttl(&name).await <= 3_000,
+        "the grant's claim is at most the waiter ttl"
+    );
+    tokio::time::sleep_until(released_at + Duration::from_millis(2_000)).await;
+    let left = pttl(&name).await;
+    assert!(
+        left > 15_000,
+        "2 s after the grant the lease should be the caller's 20 s one: {left} ms left"
+    );
+    assert!(!g.is_lost());
+    g.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_short_or_unrenewed_lease_is_the_callers_before_the_guard_is_handed_out() {
+    let holder = connect_or_explain(&single_url()).await;
+    let waiter = connect_or_explain(&single_url()).await;
+    for (ttl, renew) in [
+        (Duration::from_secs(1), true),
+        (Duration::from_secs(10), false),
+    ] {
+        let name = unique("grant-lease");
+        let opts = AcquireOptions::new()
+            .ttl(ttl)
+            .renew(renew)
+            .wait(Duration::from_secs(10));
+        let held = holder.acquire(&name, &opts).await.unwrap();
+        let task = queued(&waiter, &name, opts.clone()).await;
+        held.release().await.unwrap();
+        let g = tokio::time::timeout(Duration::from_secs(5), task)
+            .await
+            .expect("the head was not granted")
+            .unwrap();
+        let left = pttl(&name).await;
+        let want = i64::try_from(ttl.as_millis()).unwrap();
+        assert!(
+            left > want - 1_000 && left <= want,
+            "ttl {ttl:?} renew {renew}: the held lease should be the caller's, {left} ms left"
+        );
+        g.release().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_head_that_died_while_queued_holds_the_lock_back_at_most_its_place() {
+    let holder = connect_or_explain(&single_url()).await;
+    let (dead, proxy) = proxied().await;
+    let next = connect_or_explain(&single_url()).await;
+    let name = unique("grant-dead");
+    let opts = AcquireOptions::new()
+        .ttl(Duration::from_secs(30))
+        .wait(Duration::from_secs(20));
+    let held = holder.acquire(&name, &opts).await.unwrap();
+    let dead_task = queued(&dead, &name, opts.clone()).await;
+    let next_task = queued(&next, &name, opts.clone()).await;
+    // The head's process "dies": nothing it sends arrives any more, and it never leaves.
+    proxy.blackhole();
+    let died = Instant::now();
+    let token = held.fencing_token();
+    held.release().await.unwrap();
+    let g = tokio::time::timeout(Duration::from_secs(10), next_task)
+        .await
+        .expect("the lock stayed with the dead head")
+        .unwrap();
+    let waited = died.elapsed();
+    assert!(
+        waited < Duration::from_millis(4_500),
+        "the next waiter got the lock {waited:?} after the head died (its place lapses 3 s \
+         after its last refresh; the lock's lease is 30 s)"
+    );
+    assert!(g.fencing_token() > token);
+    g.release().await.unwrap();
+    dead_task.abort();
+}
