@@ -215,3 +215,53 @@ async fn postgres_names_whose_keys_collide_stay_two_locks() {
             .await;
     }
 }
+
+/// PostgreSQL: an uncontended acquisition is one statement — the try, the token drawn only once
+/// the lock is held, and the idle bound together (it was four: the wait's bound, the lock, the
+/// token, the idle bound) — and the token still rises above every earlier holder's. Counted
+/// through a proxy on a one-connection pool, after a first cycle has prepared the statements;
+/// the pool's liveness ping of the connection it hands out is the other request (5 before).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_uncontended_acquire_is_one_statement() {
+    let (lock, proxy) = through_proxy(&format!(
+        "{}?mode=advisory&max_connections=1",
+        postgres_url()
+    ))
+    .await;
+    let other = connect_or_explain(&format!("{}?mode=advisory", postgres_url())).await;
+    let name = format!("one-stmt-{}", &lock_core::backend::owner_token()[..8]);
+    let mut last = 0;
+    let mut fewest = u64::MAX;
+    for cycle in 0..6 {
+        let before = proxy.chunks_sent();
+        let g = lock.acquire(&name, &wait_ms(2000)).await.unwrap();
+        if cycle > 0 {
+            // A request split over two reads counts twice: the fewest of five cycles counts.
+            fewest = fewest.min(proxy.chunks_sent() - before);
+        }
+        assert!(
+            g.fencing_token() > last,
+            "tokens {last} then {}",
+            g.fencing_token()
+        );
+        last = g.fencing_token();
+        assert!(
+            other
+                .try_acquire(&name, &AcquireOptions::new())
+                .await
+                .unwrap()
+                .is_none(),
+            "cycle {cycle}: the lock is not held after the one-statement acquire"
+        );
+        g.release().await.unwrap();
+        // Another client's turn in between: the token stays ordered across clients.
+        let o = other.acquire(&name, &wait_ms(2000)).await.unwrap();
+        assert!(o.fencing_token() > last);
+        last = o.fencing_token();
+        o.release().await.unwrap();
+    }
+    assert_eq!(
+        fewest, 2,
+        "an uncontended acquire sent {fewest} requests (the pool's ping and one statement expected)"
+    );
+}

@@ -115,6 +115,7 @@ impl AdvisoryLock {
             lock: sql.lock.clone(),
             try_lock: sql.try_lock.clone(),
             unlock: sql.unlock.clone(),
+            try_draw: sql.try_draw.clone(),
         };
         Ok(AdvisoryLock {
             client,
@@ -275,6 +276,26 @@ impl AdvisoryLock {
         }
     }
 
+    /// PostgreSQL's one-statement try ([`LockTexts::try_draw`] `sql`) on `session`: the fencing
+    /// token when granted (the idle bound is set then too), `None` when the lock is taken.
+    /// On an error the session may hold the lock: the caller must close it.
+    async fn try_draw(
+        &self,
+        session: &mut Session,
+        name: &str,
+        sql: &str,
+        ttl: Duration,
+    ) -> Result<Option<u64>, Failure> {
+        let (idle, _) = bounds::tx_bounds(self.client.cfg.dialect, ttl, None, false);
+        let q = sqlx::query(AssertSqlSafe(sql))
+            .bind(name)
+            .bind(idle.to_string());
+        fetch_i64(q, session.conn())
+            .await
+            .map(|token| u64::try_from(token).ok().filter(|&t| t > 0))
+            .map_err(|e| classify(e, &self.client.label, Some(name)))
+    }
+
     /// Once the lock is granted on `session`: draws the fencing token and bounds how long the
     /// database keeps the session once it goes silent.
     async fn granted(
@@ -358,29 +379,59 @@ impl LockBackend for AdvisoryLock {
         let _turn = self.client.local_turn(&queued, try_only, &deadline).await;
         // Dropped (closed) if this future is dropped: a lock granted meanwhile is freed.
         let mut session = self.session(name).await?;
+        // PostgreSQL tries first with one statement that also draws the token and bounds the
+        // idle session: an uncontended acquisition is one round trip. A try that conflicts
+        // with a queued waiter fails (PostgreSQL's lock manager refuses it), so FIFO holds.
+        let mut fast = self.texts.try_draw.clone();
         loop {
             let started = Instant::now();
             let remaining = deadline.remaining();
             // A wait that is over (or zero) tries once, like try_acquire.
             let nowait = try_only || remaining.is_some_and(|r| r.is_zero());
-            let granted = match self
-                .lock(&mut session, (name, name), remaining, nowait)
-                .await
-            {
-                Ok(granted) => granted,
-                Err(Failure::Busy) | Err(Failure::Retry) => false,
-                Err(Failure::Error(e)) => return Err(e),
+            let drawn = match fast.take() {
+                Some(sql) => match self.try_draw(&mut session, name, &sql, opts.ttl).await {
+                    Ok(token) => Some(token),
+                    // A failed statement may have taken the lock before it failed (session
+                    // locks outlive a failed statement and stack): that session is closed,
+                    // which frees whatever it took, and the wait goes on on a fresh one.
+                    Err(Failure::Busy) | Err(Failure::Retry) => {
+                        session = self.session(name).await?;
+                        Some(None)
+                    }
+                    // The session is dropped (closed) with the error.
+                    Err(Failure::Error(e)) => return Err(e),
+                },
+                None => None,
             };
-            if !granted {
-                if nowait || deadline.expired() {
+            let token = match drawn {
+                Some(Some(token)) => token,
+                Some(None) if nowait => {
                     session.recycle(self.sql.reset).await;
                     return Ok(None);
                 }
-                tracing::debug!("held by another client: the lock wait ran out; waiting again");
-                continue;
-            }
-            // On error the session is dropped, so closed: the database frees the lock.
-            let token = self.granted(&mut session, name, opts.ttl).await?;
+                Some(None) | None => {
+                    let granted = match self
+                        .lock(&mut session, (name, name), remaining, nowait)
+                        .await
+                    {
+                        Ok(granted) => granted,
+                        Err(Failure::Busy) | Err(Failure::Retry) => false,
+                        Err(Failure::Error(e)) => return Err(e),
+                    };
+                    if !granted {
+                        if nowait || deadline.expired() {
+                            session.recycle(self.sql.reset).await;
+                            return Ok(None);
+                        }
+                        tracing::debug!(
+                            "held by another client: the lock wait ran out; waiting again"
+                        );
+                        continue;
+                    }
+                    // On error the session is dropped, so closed: the database frees the lock.
+                    self.granted(&mut session, name, opts.ttl).await?
+                }
+            };
             let forget = match (&self.sessions, opts.holder.as_deref()) {
                 (Some(sessions), Some(holder)) => sessions
                     .record(session.conn(), &self.client.pool, label, (name, token, holder))

@@ -183,6 +183,15 @@ fn advisory_register(t: &str) -> String {
     )
 }
 
+/// [`super::LockTexts::try_draw`] for the boolean try-lock call `try_lock`: the token comes
+/// from the mode's sequence, as [`draw_token`]'s does.
+fn advisory_try_draw(t: &str, try_lock: &str) -> String {
+    format!(
+        "SELECT CASE WHEN {try_lock} THEN nextval('{t}_fence') ELSE 0 END, \
+         set_config('idle_session_timeout', $2, false)"
+    )
+}
+
 /// Session-level: how long `pg_advisory_lock` waits (ms, 0 = forever). The connection check
 /// makes a waiter whose client went away (a cancelled acquire closes its connection) leave the
 /// lock queue within 250 ms instead of taking the lock on behalf of nobody.
@@ -203,6 +212,10 @@ pub(crate) fn advisory(t: &str) -> AdvisoryStatements {
         // `pg_advisory_lock` returns `void` (printed as ''): made a 1.
         lock: format!("SELECT CAST(length(pg_advisory_lock({key})::text) + 1 AS BIGINT)"),
         try_lock: format!("SELECT CAST(CAST(pg_try_advisory_lock({key}) AS INT) AS BIGINT)"),
+        try_draw: Some(advisory_try_draw(
+            t,
+            &format!("pg_try_advisory_lock({key})"),
+        )),
         unlock: format!("SELECT CAST(CAST(pg_advisory_unlock({key}) AS INT) AS BIGINT)"),
         held: advisory_locks(t, "AND granted"),
         queued: advisory_locks(t, ""),
@@ -240,6 +253,10 @@ fn advisory_rw(t: &str) -> RwTexts {
             "SELECT CAST(CAST(pg_try_advisory_lock{shared}({pair}) AS INT) AS BIGINT)"
         ),
         unlock: format!("SELECT CAST(CAST(pg_advisory_unlock{shared}({pair}) AS INT) AS BIGINT)"),
+        try_draw: Some(advisory_try_draw(
+            t,
+            &format!("pg_try_advisory_lock{shared}({pair})"),
+        )),
     };
     RwTexts {
         read: texts("_shared"),

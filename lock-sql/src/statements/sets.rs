@@ -159,6 +159,8 @@ pub(crate) struct AdvisoryStatements {
     pub lock: String,
     /// Take the lock without waiting. One BIGINT: 1 granted, 0 held by another session.
     pub try_lock: String,
+    /// See [`LockTexts::try_draw`].
+    pub try_draw: Option<String>,
     /// Release the lock this session holds. One BIGINT: 1 released, anything else: this
     /// session did not hold it.
     pub unlock: String,
@@ -191,6 +193,13 @@ pub(crate) struct LockTexts {
     pub lock: String,
     pub try_lock: String,
     pub unlock: String,
+    /// PostgreSQL: the uncontended acquisition in one statement — take the lock without
+    /// waiting, draw the next fencing token only once it is held (a `CASE`, which evaluates its
+    /// `THEN` only when its condition held: the token is never drawn before the grant), and
+    /// bound how long the server keeps the session once silent (`$2`, ms, as
+    /// `AdvisoryStatements::idle`). One BIGINT: the token, 0 when not granted. `None` on
+    /// MySQL/MariaDB.
+    pub try_draw: Option<String>,
 }
 
 /// PostgreSQL advisory read-write lock: shared (`read`) and exclusive (`write`) locks on the
