@@ -177,6 +177,7 @@ async fn postgres_release_wakes_only_the_head_of_the_queue() {
     }
     let (last, rest) = line.split_last_mut().unwrap();
     let before = last.0.chunks_sent();
+    let handing = tokio::time::Instant::now();
     held.release().await.unwrap();
     // The lock goes along the line ahead of the last process, one release at a time.
     let mut tokens = Vec::new();
@@ -189,12 +190,13 @@ async fn postgres_release_wakes_only_the_head_of_the_queue() {
         let _ = std::mem::replace(go, tokio::sync::oneshot::channel().0).send(());
     }
     let sent = last.0.chunks_sent() - before;
-    // A look of its own (once a second; a place refresh and a queue read) may fall into the
-    // handoffs; a herd would be ~2 per handoff.
+    // Its own looks (about once a second: a place refresh and a queue read) may fall into the
+    // handoffs, more of them on a loaded machine; a herd is at least 2 per handoff.
+    let allowed = 2 + 2 * handing.elapsed().as_secs();
     assert!(
-        sent <= 3,
-        "the last waiter sent {sent} requests while the lock went through the {AHEAD} \
-         processes ahead of it (only the queue's head should be woken)"
+        sent <= allowed,
+        "the last waiter sent {sent} requests (at most {allowed} expected) while the lock went \
+         through the {AHEAD} processes ahead of it (only the queue's head should be woken)"
     );
     let token = tokio::time::timeout(Duration::from_secs(5), &mut last.1)
         .await
