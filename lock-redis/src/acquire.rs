@@ -32,8 +32,13 @@ pub(crate) enum Round {
     /// Ours, with this fencing token, valid for `validity` from the round's start.
     Acquired { token: u64, validity: Duration },
     /// Not ours. `partial`: a Redlock round that won some masters but no quorum (a split
-    /// vote while queues converge), worth retrying at once.
-    Held { pttl_ms: i64, partial: bool },
+    /// vote while queues converge), worth retrying at once. `counter`: the fencing counter
+    /// the round saw (single instance; 0 for Redlock, whose masters never grant directly).
+    Held {
+        pttl_ms: i64,
+        partial: bool,
+        counter: u64,
+    },
 }
 
 /// What a topology supplies to [`acquire`]: its round, and the terms its guards live by.
@@ -61,6 +66,12 @@ pub(crate) trait Rounds: Sync {
     /// After a round that found the store unavailable, rounds having failed so for
     /// `failing_for`: the pause before the next round, or `None` to give up with the error.
     fn retry_pause(&self, ttl: Duration, failing_for: Duration) -> Option<Duration>;
+
+    /// Whether a release on this topology hands the lock straight to the queue's head (a
+    /// single instance: `lua/release.lua`); a Redlock master's grant would be no quorum.
+    fn grants_on_release(&self) -> bool {
+        false
+    }
 
     /// One acquisition round. Whatever a failed round took is undone before it returns.
     fn round(&self, bid: &Bid<'_>) -> impl Future<Output = Result<Round, LockError>> + Send;
@@ -143,11 +154,13 @@ pub(crate) async fn acquire<R: Rounds>(
     // Whatever an interrupted attempt or a departed waiter left behind is removed.
     let (cleanup_nodes, cleanup_keys, cleanup_token) =
         (Arc::clone(rounds.nodes()), keys.clone(), token.clone());
+    // The queue is left first: a release can then no longer grant us the lock, and a grant
+    // that landed before is given back (passed on) by the release after it.
     let armed = CleanupOnDrop::new(move || {
         Box::pin(async move {
             for n in cleanup_nodes.iter() {
-                let _ = n.release(&cleanup_keys, &cleanup_token).await;
                 let _ = n.leave(&cleanup_keys, &cleanup_token).await;
+                let _ = n.release(&cleanup_keys, &cleanup_token).await;
             }
         })
     });
@@ -155,6 +168,7 @@ pub(crate) async fn acquire<R: Rounds>(
     // A release that handed us the lock (single instance): its fencing token, and when the
     // round that last refreshed our queue place started.
     let mut granted: Option<(u64, Instant)> = None;
+    let takes_grants = rounds.grants_on_release();
     loop {
         let (started, outcome) = if let Some((fence, refreshed)) = granted.take() {
             (refreshed, direct_grant(fence, opts))
@@ -208,7 +222,11 @@ pub(crate) async fn acquire<R: Rounds>(
                     }
                 }
             }
-            Round::Held { pttl_ms, partial } => {
+            Round::Held {
+                pttl_ms,
+                partial,
+                counter,
+            } => {
                 if try_only {
                     armed.disarm();
                     return Ok(None);
@@ -250,10 +268,16 @@ pub(crate) async fn acquire<R: Rounds>(
                     _ = woken => {}
                     _ = deadline.sleep(nap) => {}
                 }
-                // Handed the lock by the release that woke us: no round needed.
+                // Handed the lock by the release that woke us: no round needed. Only a grant
+                // drawn after this round ran counts (its token is above the counter the round
+                // saw): the round refreshed our place, so the grant's lease — the rest of the
+                // place — lasts at least WAITER_TTL from the round's start. An older grant (one
+                // that landed while the round was on its way, and lapsed or was taken back) is
+                // dropped.
                 granted = waits
                     .iter()
                     .find_map(|w| w.wake.take_grant())
+                    .filter(|&fence| takes_grants && fence > counter)
                     .map(|fence| (fence, started));
             }
         }

@@ -252,6 +252,7 @@ impl Rounds for Redlock {
         Ok(Round::Held {
             pttl_ms: if pttl == i64::MAX { 0 } else { pttl },
             partial: grants > 0,
+            counter: 0,
         })
     }
 }

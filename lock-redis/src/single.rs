@@ -65,6 +65,11 @@ impl Rounds for Single {
         None
     }
 
+    /// A release hands the lock straight to the queue's head (`lua/release.lua`).
+    fn grants_on_release(&self) -> bool {
+        true
+    }
+
     async fn round(&self, bid: &Bid<'_>) -> Result<Round, LockError> {
         let t = self.timeout;
         let reply = tokio::time::timeout(t, bid.on(&self.nodes[0], None)).await;
@@ -73,9 +78,10 @@ impl Rounds for Single {
                 token,
                 validity: bid.ttl,
             }),
-            Ok(Ok(Attempt::Held { pttl_ms, .. })) => Ok(Round::Held {
+            Ok(Ok(Attempt::Held { pttl_ms, counter })) => Ok(Round::Held {
                 pttl_ms,
                 partial: false,
+                counter,
             }),
             // Another application's data at one of the lock's keys: no lock here.
             Ok(Ok(Attempt::Foreign(f))) => Err(LockError::backend(

@@ -2,7 +2,7 @@
 //! the waiters of each lock. A release message carries the token of the next queued waiter, so
 //! only that waiter is woken (an empty message — no queue — wakes every local waiter of the lock);
 //! on a single instance it also carries the fencing token the release granted that waiter
-//! (`<token> <fence>`, `lua/release.lua`), which the waiter finds in [`Wake::take_grant`].
+//! (`<member>\t<fence>`, `lua/release.lua`), which the waiter finds in [`Wake::take_grant`].
 //! Channels are subscribed while someone waits on them and unsubscribed when the last one
 //! leaves. If the connection dies, waiters still re-check on their heartbeat and the next
 //! registration opens a new one.
@@ -35,10 +35,14 @@ impl Wake {
 }
 
 /// Splits a release message into the waiter it names and the fencing token it granted that
-/// waiter, if any (a message of an older client is a bare token).
+/// waiter, if any: `<member>\t<fence>` (a wake-up is the bare member, which may hold spaces —
+/// `<token>\n<identity>` — but never a tab: identities have no control characters).
 fn parse(message: &str) -> (&str, Option<u64>) {
-    match message.split_once(' ') {
-        Some((token, fence)) => (token, fence.parse().ok()),
+    match message.split_once('\t') {
+        Some((member, fence)) => match fence.parse() {
+            Ok(fence) => (member, Some(fence)),
+            Err(_) => (message, None),
+        },
         None => (message, None),
     }
 }
@@ -240,10 +244,13 @@ mod tests {
     #[test]
     fn messages_name_a_waiter_and_maybe_its_grant() {
         assert_eq!(
-            parse("ab12 1795409969355928"),
+            parse("ab12\t1795409969355928"),
             ("ab12", Some(1795409969355928))
         );
         assert_eq!(parse("ab12"), ("ab12", None));
         assert_eq!(parse(""), ("", None));
+        // A member carrying a holder identity with spaces (and digits at its end).
+        assert_eq!(parse("ab12\nnode 7"), ("ab12\nnode 7", None));
+        assert_eq!(parse("ab12\nnode 7\t42"), ("ab12\nnode 7", Some(42)));
     }
 }

@@ -53,12 +53,26 @@ async fn pttl(key: &str) -> i64 {
 /// itself was answered, so counted by the proxy, before the acquire returned.
 #[tokio::test(flavor = "current_thread")]
 async fn the_head_holds_without_a_round_trip_of_its_own_and_then_its_own_lease() {
+    head_is_granted(None).await;
+}
+
+/// The same for a waiter with a holder identity (its queue member is `<token>\n<identity>`,
+/// spaces and all): the grant's message still names it.
+#[tokio::test(flavor = "current_thread")]
+async fn a_head_with_a_holder_identity_is_granted_too() {
+    head_is_granted(Some("node 7: west 42")).await;
+}
+
+async fn head_is_granted(identity: Option<&str>) {
     let holder = connect_or_explain(&single_url()).await;
     let (waiter, proxy) = proxied().await;
     let proxy = Arc::new(proxy);
     let name = unique("grant");
     let ttl = Duration::from_secs(20);
-    let opts = AcquireOptions::new().ttl(ttl).wait(Duration::from_secs(10));
+    let mut opts = AcquireOptions::new().ttl(ttl).wait(Duration::from_secs(10));
+    if let Some(identity) = identity {
+        opts = opts.holder(identity);
+    }
     let held = holder.acquire(&name, &opts).await.unwrap();
     let task = tokio::spawn({
         let (waiter, name, opts, proxy) = (
@@ -167,6 +181,13 @@ async fn a_head_that_died_while_queued_holds_the_lock_back_at_most_its_place() {
     let died = Instant::now();
     let token = held.fencing_token();
     held.release().await.unwrap();
+    // The release granted the dead head (nobody else holds it yet): the lock is taken, for no
+    // longer than the rest of the head's place.
+    let claim = pttl(&name).await;
+    assert!(
+        claim > 0 && claim <= 3_000,
+        "the release should have granted the queue's head for the rest of its place: PTTL {claim}"
+    );
     let g = tokio::time::timeout(Duration::from_secs(10), next_task)
         .await
         .expect("the lock stayed with the dead head")

@@ -13,8 +13,9 @@
 -- KEYS: 1 lock, 2 queue, 3 queue expiry, 4 fencing counter; ARGV: 1 token, 2 release channel,
 -- 3 '1' to grant the head directly (single instance), '' to wake it (Redlock)
 -- Returns 1 when released, 0 when the lock was not ours, {-1, type, key} for foreign data.
--- Publishes '' (nobody queued: wakes every local waiter), the head's token (a wake-up), or the
--- head's token, a space and its fencing token (a grant).
+-- Publishes '' (nobody queued: wakes every local waiter), the head's queue member (a wake-up), or
+-- the head's member, a tab and its fencing token (a grant; a member is a token, or a token, a
+-- newline and the holder identity, which may hold spaces but no control character).
 local bad, queued = foreign_lock_or_queue(KEYS[1], KEYS[2], KEYS[3])
 if bad then
   return bad
@@ -52,7 +53,7 @@ if head and ARGV[3] == '1' then
     redis.call('SET', KEYS[4], fence)
     redis.call('ZREM', KEYS[2], head)
     redis.call('ZREM', KEYS[3], head)
-    redis.call('PUBLISH', ARGV[2], head .. ' ' .. fence)
+    redis.call('PUBLISH', ARGV[2], head .. '\t' .. fence)
     return 1
   end
 end
