@@ -5,7 +5,7 @@
 //! connection and refuse new ones until healed) and heal.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -32,7 +32,7 @@ struct Inner {
     generation: watch::Sender<u64>,
     open: AtomicUsize,
     /// Chunks (reads) forwarded from clients upstream.
-    chunks_up: std::sync::atomic::AtomicU64,
+    chunks_up: AtomicU64,
 }
 
 /// A TCP proxy on `127.0.0.1:<ephemeral>` forwarding to one upstream address.
@@ -72,7 +72,7 @@ impl FaultProxy {
             mode: watch::channel(ProxyMode::Pass(Duration::ZERO)).0,
             generation: watch::channel(0).0,
             open: AtomicUsize::new(0),
-            chunks_up: std::sync::atomic::AtomicU64::new(0),
+            chunks_up: AtomicU64::new(0),
         });
         let accept = tokio::spawn(accept_loop(listener, Arc::clone(&inner)));
         Ok(FaultProxy {

@@ -63,6 +63,11 @@ impl Members {
         self.run_within(self.timeout, call).await
     }
 
+    /// The index of the member in use.
+    fn in_use(&self) -> usize {
+        self.current.load(Ordering::SeqCst) % self.clients.len().max(1)
+    }
+
     /// Watches `key` (with `opts`: a prefix, a start revision) for its first deletion, on
     /// the client's one shared watch stream ([`crate::watches`]), opened on the member in use.
     pub async fn watch(
@@ -70,7 +75,7 @@ impl Members {
         key: impl Into<Vec<u8>>,
         opts: WatchOptions,
     ) -> Result<Watching, Error> {
-        let member = self.current.load(Ordering::SeqCst) % self.clients.len().max(1);
+        let member = self.in_use();
         self.watches
             .watch(
                 member,
@@ -82,8 +87,7 @@ impl Members {
                         .run(|c| crate::watches::open_on(c, key.clone(), opts.clone()))
                         .await?;
                     // The member `run` ended on (it moves past members that fail).
-                    let on = self.current.load(Ordering::SeqCst) % self.clients.len().max(1);
-                    Ok((stream, on))
+                    Ok((stream, self.in_use()))
                 },
             )
             .await
@@ -100,7 +104,7 @@ impl Members {
         let n = self.clients.len();
         let mut last = None;
         for _ in 0..n {
-            let i = self.current.load(Ordering::SeqCst) % n;
+            let i = self.in_use();
             match tokio::time::timeout(per_member, call(self.clients[i].clone())).await {
                 Ok(Ok(v)) => return Ok(v),
                 Ok(Err(e)) if is_unreachable(&e) => last = Some(e),

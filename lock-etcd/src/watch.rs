@@ -2,8 +2,9 @@
 //! by the server when our lease was revoked or ran out (revoking a lease deletes its keys).
 //!
 //! The watch (an entry on the client's shared watch stream) starts just after our key's create
-//! revision, so a deletion that happened before the watch was set up is still seen. When the watch stream ends without a deletion (a member
-//! restarted, the revision was compacted, the member lost its leader), the key is read again:
+//! revision, so a deletion that happened before the watch was set up is still seen. When the
+//! watch ends without a deletion (a member restarted, the revision was compacted, the member
+//! lost its leader, the stream broke), the key is read again:
 //! gone or recreated by another lease means lost; still ours means watch again from that
 //! read's revision. While the cluster does not answer at all, the guard's lease deadline (its
 //! renewals fail) reports the loss instead.

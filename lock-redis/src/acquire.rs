@@ -67,12 +67,6 @@ pub(crate) trait Rounds: Sync {
     /// `failing_for`: the pause before the next round, or `None` to give up with the error.
     fn retry_pause(&self, ttl: Duration, failing_for: Duration) -> Option<Duration>;
 
-    /// Whether a release on this topology hands the lock straight to the queue's head (a
-    /// single instance: `lua/release.lua`); a Redlock master's grant would be no quorum.
-    fn grants_on_release(&self) -> bool {
-        false
-    }
-
     /// One acquisition round. Whatever a failed round took is undone before it returns.
     fn round(&self, bid: &Bid<'_>) -> impl Future<Output = Result<Round, LockError>> + Send;
 }
@@ -168,7 +162,9 @@ pub(crate) async fn acquire<R: Rounds>(
     // A release that handed us the lock (single instance): its fencing token, and when the
     // round that last refreshed our queue place started.
     let mut granted: Option<(u64, Instant)> = None;
-    let takes_grants = rounds.grants_on_release();
+    // Only where every release grants (a single instance's node): one master's grant is no
+    // quorum.
+    let takes_grants = rounds.nodes().iter().all(Node::grants);
     loop {
         let (started, outcome) = if let Some((fence, refreshed)) = granted.take() {
             (refreshed, direct_grant(fence, opts))

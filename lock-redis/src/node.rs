@@ -226,6 +226,11 @@ impl Node {
         self
     }
 
+    /// Whether a release here hands the lock straight to the queue's head ([`Node::granting`]).
+    pub(crate) fn grants(&self) -> bool {
+        self.grants
+    }
+
     #[allow(clippy::too_many_arguments)]
     pub(crate) async fn acquire(
         &self,

@@ -65,11 +65,6 @@ impl Rounds for Single {
         None
     }
 
-    /// A release hands the lock straight to the queue's head (`lua/release.lua`).
-    fn grants_on_release(&self) -> bool {
-        true
-    }
-
     async fn round(&self, bid: &Bid<'_>) -> Result<Round, LockError> {
         let t = self.timeout;
         let reply = tokio::time::timeout(t, bid.on(&self.nodes[0], None)).await;
