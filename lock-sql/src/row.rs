@@ -420,19 +420,17 @@ impl LockBackend for RowLock {
                 }
                 // A release that named another process's waiter as the queue's head: not our
                 // turn, nothing to look at. Armed again before the head is read, so a release
-                // naming us in between is not missed.
-                match registration.as_ref() {
-                    Some(r) if r.signal.for_other(&member) => {
-                        notified.set(Some(r.signal.notified()));
-                        if let Some(n) = notified.as_mut().as_pin_mut() {
-                            n.enable();
-                        }
-                        if r.signal.for_other(&member) {
-                            continue;
-                        }
-                        break true;
-                    }
-                    _ => break true,
+                // naming us in between is not missed (only a registration's notification gets
+                // here).
+                let Some(r) = registration.as_ref() else {
+                    break true;
+                };
+                notified.set(Some(r.signal.notified()));
+                if let Some(n) = notified.as_mut().as_pin_mut() {
+                    n.enable();
+                }
+                if !r.signal.for_other(&member) {
+                    break true;
                 }
             };
             // Woken by a release, or MySQL's head looking again: straight to the take, which

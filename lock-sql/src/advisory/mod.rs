@@ -388,15 +388,16 @@ impl LockBackend for AdvisoryLock {
             let remaining = deadline.remaining();
             // A wait that is over (or zero) tries once, like try_acquire.
             let nowait = try_only || remaining.is_some_and(|r| r.is_zero());
+            let tried = fast.is_some();
             let drawn = match fast.take() {
                 Some(sql) => match self.try_draw(&mut session, name, &sql, opts.ttl).await {
-                    Ok(token) => Some(token),
+                    Ok(token) => token,
                     // A failed statement may have taken the lock before it failed (session
                     // locks outlive a failed statement and stack): that session is closed,
                     // which frees whatever it took, and the wait goes on on a fresh one.
                     Err(Failure::Busy) | Err(Failure::Retry) => {
                         session = self.session(name).await?;
-                        Some(None)
+                        None
                     }
                     // The session is dropped (closed) with the error.
                     Err(Failure::Error(e)) => return Err(e),
@@ -404,12 +405,13 @@ impl LockBackend for AdvisoryLock {
                 None => None,
             };
             let token = match drawn {
-                Some(Some(token)) => token,
-                Some(None) if nowait => {
+                Some(token) => token,
+                // The one-statement try was this attempt's only look.
+                None if tried && nowait => {
                     session.recycle(self.sql.reset).await;
                     return Ok(None);
                 }
-                Some(None) | None => {
+                None => {
                     let granted = match self
                         .lock(&mut session, (name, name), remaining, nowait)
                         .await
