@@ -13,10 +13,11 @@ use lock_core::{
 use tokio::time::Instant;
 
 use crate::config::EtcdConfig;
-use crate::contender::{by_create, Contender};
+use crate::contender::{by_create, join, Asker, Contender};
 use crate::error::map;
 use crate::key::LockKeys;
 use crate::lease::EtcdLease;
+use crate::lease_pool::LeasePool;
 use crate::members::Members;
 use crate::queue::{wait_for_turn, Rule, Waited};
 
@@ -26,6 +27,8 @@ pub struct EtcdLock {
     cfg: EtcdConfig,
     label: String,
     members: Arc<Members>,
+    /// Leases that released locks left without a key, for the next acquisitions.
+    leases: Arc<LeasePool>,
     wakeups: Arc<AtomicU64>,
 }
 
@@ -73,6 +76,7 @@ impl EtcdLock {
             cfg,
             label,
             members: Arc::new(members),
+            leases: Arc::default(),
             wakeups: Arc::default(),
         })
     }
@@ -117,11 +121,14 @@ impl EtcdLock {
         // The enqueue transaction reads the first key of our own range: whether we hold, for
         // a mutex.
         let exact = matches!(&rule, Rule::After(r) if *r == keys.range);
-        let mut me = Contender::grant(&self.members, keys, opts.ttl, &self.label, name).await?;
+        let who = Asker {
+            members: &self.members,
+            pool: &self.leases,
+            label: &self.label,
+            name,
+        };
         // Until the guard owns it, the lease (and the key it carries) goes if we are dropped.
-        let cleanup = Arc::new(me.clone()).cleanup();
-        let enqueued = me.enqueue(value).await?;
-        let me = Arc::new(me);
+        let (me, cleanup, enqueued) = join(who, keys, opts.ttl, value).await?;
         let (acquired_at, validity) = if exact && enqueued.holder {
             (me.granted_at, me.granted)
         } else if exact && how == Attempt::Try {
@@ -197,7 +204,7 @@ impl EtcdLock {
             renew: opts.renew,
             acquired_at,
             validity: Some(validity),
-            lease: Arc::new(EtcdLease::new(Arc::clone(me), watcher)),
+            lease: Arc::new(EtcdLease::new(Arc::clone(me), watcher, acquired_at)),
             lost,
         };
         parts.start().await

@@ -9,10 +9,11 @@
 //! Else Get(<range><lease hex>),            Get(<range>, first by create revision)
 //! ```
 //!
-//! The contender with the lowest create revision holds the lock. Every acquisition grants a
-//! lease of its own, so no two contenders (not even two of one process) share a key, and
-//! revoking that lease takes the key away: that is how a cancelled or failed acquisition
-//! leaves nothing behind.
+//! The contender with the lowest create revision holds the lock. Every acquisition has a
+//! lease of its own — granted, or taken from the client's pool of leases that released locks
+//! left without a key (`lease_pool`) — so no two contenders (not even two of one process)
+//! share a key, and revoking that lease takes the key away: that is how a cancelled or failed
+//! acquisition leaves nothing behind.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,6 +29,7 @@ use tokio::time::Instant;
 
 use crate::error::{lease_gone, map};
 use crate::key::LockKeys;
+use crate::lease_pool::{Idle, LeasePool};
 use crate::members::Members;
 
 /// The pause between revoke attempts while the cluster cannot answer.
@@ -48,16 +50,21 @@ pub(crate) fn by_create(order: SortOrder) -> GetOptions {
         .with_limit(1)
 }
 
-/// A granted lease with (after [`Contender::enqueue`]) its key in the lock's range.
+/// A lease with (after [`Contender::enqueue`]) its key in the lock's range.
 #[derive(Clone)]
 pub(crate) struct Contender {
     pub members: Arc<Members>,
+    /// Where a released lock's lease goes for the client's next acquisition.
+    pub pool: Arc<LeasePool>,
+    /// The TTL asked for, in whole seconds (the pool's key).
+    pub secs: i64,
     pub keys: LockKeys,
     pub key: String,
     pub lease: i64,
     /// The TTL the server granted.
     pub granted: Duration,
-    /// When the grant was sent: the lease is valid for `granted` from here.
+    /// When the grant (or, for a pooled lease, its last keep-alive) was sent: the lease is
+    /// valid for `granted` from here.
     pub granted_at: Instant,
     /// The create revision of our key (0 before enqueue).
     pub rev: i64,
@@ -71,33 +78,93 @@ pub(crate) struct Enqueued {
     pub holder: bool,
 }
 
+/// Who is asking, for [`join`]: the client's members and lease pool, its label, the name.
+pub(crate) struct Asker<'a> {
+    pub members: &'a Arc<Members>,
+    pub pool: &'a Arc<LeasePool>,
+    pub label: &'a str,
+    pub name: &'a str,
+}
+
+/// Takes a lease (a pooled one if the client has one for `ttl`, else a granted one) and
+/// enqueues a key with `value` under it. Returns the contender, the cleanup that revokes its
+/// lease (and so deletes its key) unless disarmed, and what the enqueue saw. A pooled lease
+/// that turns out to be gone (revoked while idle) is replaced by a granted one, once.
+pub(crate) async fn join(
+    who: Asker<'_>,
+    keys: LockKeys,
+    ttl: Duration,
+    value: &str,
+) -> Result<(Arc<Contender>, CleanupOnDrop, Enqueued), LockError> {
+    let secs = lease_secs(ttl);
+    if let Some(idle) = who.pool.take(secs) {
+        let mut me = Contender::new(&who, keys.clone(), secs, idle);
+        let cleanup = Arc::new(me.clone()).cleanup();
+        if let Some(enqueued) = me.enqueue(value).await? {
+            return Ok((Arc::new(me), cleanup, enqueued));
+        }
+        // Nothing to revoke: the server has no such lease.
+        cleanup.disarm();
+    }
+    let mut me = Contender::grant(&who, keys, secs).await?;
+    let cleanup = Arc::new(me.clone()).cleanup();
+    let Some(enqueued) = me.enqueue(value).await? else {
+        return Err(LockError::backend(
+            who.label,
+            Some(who.name),
+            "etcd says the lease it has just granted is gone (revoked at once?); retry",
+            None,
+        ));
+    };
+    Ok((Arc::new(me), cleanup, enqueued))
+}
+
 impl Contender {
-    /// Grants a lease of `ttl` (see [`lease_secs`]).
-    pub async fn grant(
-        members: &Arc<Members>,
-        keys: LockKeys,
-        ttl: Duration,
-        label: &str,
-        name: &str,
-    ) -> Result<Self, LockError> {
-        let granted_at = Instant::now();
-        let secs = lease_secs(ttl);
-        let resp = members
+    fn new(who: &Asker<'_>, keys: LockKeys, secs: i64, lease: Idle) -> Self {
+        Contender {
+            members: Arc::clone(who.members),
+            pool: Arc::clone(who.pool),
+            secs,
+            key: keys.contender(lease.id),
+            keys,
+            lease: lease.id,
+            granted: lease.granted,
+            granted_at: lease.fresh_at,
+            rev: 0,
+            label: who.label.to_owned(),
+            name: who.name.to_owned(),
+        }
+    }
+
+    /// Grants a lease of `secs` (see [`lease_secs`]).
+    async fn grant(who: &Asker<'_>, keys: LockKeys, secs: i64) -> Result<Self, LockError> {
+        let fresh_at = Instant::now();
+        let resp = who
+            .members
             .run(|c| async move { c.lease_client().grant(secs, None).await })
             .await
-            .map_err(|e| map(e, label, Some(name)))?;
+            .map_err(|e| map(e, who.label, Some(who.name)))?;
         let granted = Duration::from_secs(u64::try_from(resp.ttl()).unwrap_or(1).max(1));
-        Ok(Contender {
-            members: Arc::clone(members),
-            key: keys.contender(resp.id()),
-            keys,
-            lease: resp.id(),
+        let lease = Idle {
+            id: resp.id(),
             granted,
-            granted_at,
-            rev: 0,
-            label: label.to_owned(),
-            name: name.to_owned(),
-        })
+            fresh_at,
+        };
+        Ok(Contender::new(who, keys, secs, lease))
+    }
+
+    /// Keeps our lease, whose key is gone, for the client's next acquisition; revokes it in
+    /// the background when the pool is full. `fresh_at`: when its last keep-alive was sent.
+    pub fn give_back(&self, fresh_at: Instant) {
+        let idle = Idle {
+            id: self.lease,
+            granted: self.granted,
+            fresh_at,
+        };
+        if self.pool.give_back(self.secs, idle).is_some() {
+            let me = self.clone();
+            tokio::spawn(async move { me.revoke().await });
+        }
     }
 
     /// Revokes the lease (deleting our key with it) when dropped unless disarmed.
@@ -132,8 +199,8 @@ impl Contender {
     }
 
     /// Puts our key with `value` under our lease (the transaction above) and records its
-    /// create revision.
-    pub async fn enqueue(&mut self, value: &str) -> Result<Enqueued, LockError> {
+    /// create revision. `None`: the server says our lease is gone.
+    async fn enqueue(&mut self, value: &str) -> Result<Option<Enqueued>, LockError> {
         let owner = || TxnOp::get(self.keys.range.clone(), Some(by_create(SortOrder::Ascend)));
         let txn = Txn::new()
             .when([Compare::create_revision(
@@ -150,14 +217,18 @@ impl Contender {
                 owner(),
             ])
             .or_else([TxnOp::get(self.key.clone(), None), owner()]);
-        let resp = self
+        let resp = match self
             .members
             .run(|c| {
                 let txn = txn.clone();
                 async move { c.kv_client().txn(txn).await }
             })
             .await
-            .map_err(|e| map(e, &self.label, Some(&self.name)))?;
+        {
+            Ok(resp) => resp,
+            Err(e) if lease_gone(&e) => return Ok(None),
+            Err(e) => return Err(map(e, &self.label, Some(&self.name))),
+        };
         let ops = resp.op_responses();
         let ranges: Vec<&[KeyValue]> = ops
             .iter()
@@ -186,10 +257,11 @@ impl Contender {
             .last()
             .and_then(|kvs| kvs.first())
             .is_none_or(|kv| kv.create_revision() == self.rev);
-        Ok(Enqueued { holder })
+        Ok(Some(Enqueued { holder }))
     }
 
-    /// Keeps the lease alive while this contender waits, every third of the granted TTL.
+    /// Keeps the lease alive while this contender waits, a third of the granted TTL after it
+    /// was last kept alive (or granted).
     /// The task ends (and `gone` is set) when the server says the lease is gone; it is
     /// aborted when the returned handle is dropped.
     pub fn keep_alive_while_waiting(
@@ -198,10 +270,13 @@ impl Contender {
     ) -> AbortOnDrop {
         let me = Arc::clone(self);
         AbortOnDrop(tokio::spawn(async move {
+            // A pooled lease was last kept alive before this acquisition began.
+            let mut fresh_at = me.granted_at;
             loop {
-                tokio::time::sleep(me.granted / 3).await;
+                tokio::time::sleep_until(fresh_at + me.granted / 3).await;
+                let sent = Instant::now();
                 match me.keep_alive_once().await {
-                    Ok(()) => {}
+                    Ok(()) => fresh_at = sent,
                     Err(e) if lease_gone(&e) => {
                         gone.mark_lost("the waiting contender's lease expired");
                         return;

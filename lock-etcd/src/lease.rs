@@ -7,6 +7,7 @@ use async_trait::async_trait;
 use etcd_client::{Compare, CompareOp, Txn, TxnOp};
 use lock_core::backend::Lease;
 use lock_core::LockError;
+use tokio::time::Instant;
 
 use crate::contender::{AbortOnDrop, Contender};
 use crate::error::{lease_gone, map};
@@ -15,13 +16,17 @@ use crate::error::{lease_gone, map};
 pub(crate) struct EtcdLease {
     me: Arc<Contender>,
     watcher: std::sync::Mutex<Option<AbortOnDrop>>,
+    /// When the lease's last keep-alive (or grant) that succeeded was sent.
+    fresh_at: std::sync::Mutex<Instant>,
 }
 
 impl EtcdLease {
-    pub fn new(me: Arc<Contender>, watcher: AbortOnDrop) -> Self {
+    /// `fresh_at`: when the lease was last granted or kept alive.
+    pub fn new(me: Arc<Contender>, watcher: AbortOnDrop, fresh_at: Instant) -> Self {
         EtcdLease {
             me,
             watcher: std::sync::Mutex::new(Some(watcher)),
+            fresh_at: std::sync::Mutex::new(fresh_at),
         }
     }
 
@@ -37,8 +42,12 @@ impl Lease for EtcdLease {
     /// lock as long as renewals go on; without them it ends at the granted TTL).
     async fn renew(&self, _ttl: Duration) -> Result<Option<Duration>, LockError> {
         let me = &self.me;
+        let sent = Instant::now();
         match tokio::time::timeout(me.granted, me.keep_alive_once()).await {
-            Ok(Ok(())) => Ok(Some(me.granted)),
+            Ok(Ok(())) => {
+                *self.fresh_at.lock().unwrap_or_else(|p| p.into_inner()) = sent;
+                Ok(Some(me.granted))
+            }
             Ok(Err(e)) if lease_gone(&e) => {
                 Err(self.not_held("its etcd lease expired or was revoked"))
             }
@@ -52,8 +61,10 @@ impl Lease for EtcdLease {
         }
     }
 
-    /// Deletes our key if it is still ours (same create revision), then revokes the lease in
-    /// the background (best effort: an unrevoked lease without keys just runs out).
+    /// Deletes our key if it is still ours (same create revision). The lease, left without a
+    /// key, goes back to the client's pool for its next acquisition (`lease_pool`); when the
+    /// key was not ours any more, or the delete could not be sent, the lease is revoked in
+    /// the background instead (best effort: an unrevoked lease just runs out).
     async fn release(&self) -> Result<(), LockError> {
         // Our own delete must not read as a loss.
         drop(
@@ -88,13 +99,15 @@ impl Lease for EtcdLease {
                 return Err(map(e, &me.label, Some(&me.name)));
             }
         };
-        // The delete freed the lock (the next waiter is already woken); the lease has no key
-        // left to keep, so its revoke need not hold up the caller.
-        let lease = Arc::clone(me);
-        tokio::spawn(async move { lease.revoke().await });
         if deleted {
+            // The delete freed the lock (the next waiter is already woken) and left the lease
+            // without a key: the next acquisition of this client may use it.
+            me.give_back(*self.fresh_at.lock().unwrap_or_else(|p| p.into_inner()));
             Ok(())
         } else {
+            // Gone, or not ours: the lease may be dying or revoked; never reuse it.
+            let lease = Arc::clone(me);
+            tokio::spawn(async move { lease.revoke().await });
             Err(self.not_held("its etcd key is gone (deleted, or its lease ran out)"))
         }
     }

@@ -3,8 +3,11 @@
 //! exclude each other on the same name.
 //!
 //! # The recipe
-//! Each acquisition grants a lease (the `ttl`, in whole seconds, at least 1 s) and, in one
-//! transaction, creates the key `<prefix>/<name>/<lease id in hex>` under it unless it exists,
+//! Each acquisition has a lease of its own (the `ttl`, in whole seconds, at least 1 s): one
+//! that an earlier released lock of this client left without a key (see `lease_pool`: granting
+//! and revoking a lease are raft writes, so an uncontended acquire + release is two writes, not
+//! four), or else a fresh grant. In one transaction it creates the key
+//! `<prefix>/<name>/<lease id in hex>` under that lease unless it exists,
 //! reading the range's first key by create revision in the same round trip (see
 //! `contender`). The key with the lowest create revision holds the lock. Every other
 //! contender watches only the key created just before its own for deletion (see `queue`), so
@@ -43,8 +46,10 @@
 //!   nothing is left behind (if the cluster cannot be reached, the lease runs out).
 //! * A waiter keeps its lease alive while it waits, rides out store errors for as long as its
 //!   lease may still live, and on its turn confirms that its key survived, as `Mutex.Lock` does.
-//! * Release deletes the key only if it is still ours (same create revision), then revokes
-//!   the lease; a key that is gone answers `NotHeld`.
+//! * Release deletes the key only if it is still ours (same create revision) and keeps the
+//!   lease, now without a key, for the client's next acquisition; a key that is gone answers
+//!   `NotHeld` and its lease is revoked. A client's idle leases run out on the server within
+//!   their TTL once it stops using them.
 //! * The client talks to one member at a time and moves to the next when its member is
 //!   unreachable, leaderless or silent past the request timeout (`timeout`; a keep-alive gives
 //!   each member a quarter of the lease): etcd-client's balanced channel kept sending a third
@@ -58,6 +63,7 @@
 //! # Layout
 //! * `backend.rs`: [`EtcdLock`] — connect, the acquisition and the one `LockBackend` impl.
 //! * `contender.rs`: one acquisition's lease and key, the enqueue transaction.
+//! * `lease_pool.rs`: leases that released locks left without a key, for the next ones.
 //! * `permits.rs`: the semaphore (an admission mutex and permit keys, as Curator's
 //!   `InterProcessSemaphoreV2`) and the read-write lock (etcd's `recipes.RWMutex` rule).
 //! * `queue.rs`: waiting for our turn (a predecessor's deletion, or a count).
@@ -78,6 +84,7 @@ mod contender;
 mod error;
 pub mod key;
 mod lease;
+mod lease_pool;
 mod members;
 mod permits;
 mod queue;

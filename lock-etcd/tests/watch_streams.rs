@@ -13,29 +13,16 @@ use std::time::Duration;
 
 use lock_core::{AcquireOptions, DistributedLock};
 use support::{connect_or_explain, single_url, unique};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// How many held locks (and waiters) the test keeps at once.
 const N: usize = 40;
 
 /// The member's watch streams and watchers now.
 async fn gauges() -> (i64, i64) {
-    let host = support::hosts(&single_url());
-    let mut conn = tokio::net::TcpStream::connect(&host).await.unwrap();
-    conn.write_all(format!("GET /metrics HTTP/1.0\r\nHost: {host}\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
-    let mut body = String::new();
-    conn.read_to_string(&mut body).await.unwrap();
-    let gauge = |name: &str| -> i64 {
-        body.lines()
-            .find_map(|l| l.strip_prefix(name)?.trim().parse::<f64>().ok())
-            .unwrap_or_else(|| panic!("{name} not in the member's /metrics"))
-            .round() as i64
-    };
+    let page = support::metrics(&single_url()).await;
     (
-        gauge("etcd_debugging_mvcc_watch_stream_total "),
-        gauge("etcd_debugging_mvcc_watcher_total "),
+        support::metric(&page, "etcd_debugging_mvcc_watch_stream_total"),
+        support::metric(&page, "etcd_debugging_mvcc_watcher_total"),
     )
 }
 

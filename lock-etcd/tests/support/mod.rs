@@ -46,6 +46,33 @@ pub fn endpoints(url: &str) -> Vec<String> {
         .collect()
 }
 
+/// The member's `/metrics` page (Prometheus text), read over plain HTTP.
+pub async fn metrics(url: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let host = hosts(url);
+    let mut conn = tokio::net::TcpStream::connect(&host).await.unwrap();
+    conn.write_all(format!("GET /metrics HTTP/1.0\r\nHost: {host}\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut body = String::new();
+    conn.read_to_string(&mut body).await.unwrap();
+    body
+}
+
+/// One counter or gauge (`name` without labels) from a [`metrics`] page.
+pub fn metric(page: &str, name: &str) -> i64 {
+    page.lines()
+        .find_map(|l| {
+            l.strip_prefix(name)?
+                .strip_prefix(' ')?
+                .trim()
+                .parse::<f64>()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("{name} not in the member's /metrics"))
+        .round() as i64
+}
+
 /// A lock name unique to this run.
 pub fn unique(what: &str) -> String {
     format!("etcd-{what}-{}", &lock_core::backend::owner_token()[..10])
