@@ -41,8 +41,8 @@ pub(crate) struct First {
     pub others: usize,
 }
 
-/// The first node of `kind` in `name`'s directory under `base`, read through `session`, or
-/// `None` when there is none. `label` names the backend in errors.
+/// The first node of `kind` in `name`'s directory under `base`, read through `session` as of
+/// the call (behind a `sync`, see `read.rs`), or `None` when there is none. `label` names the backend in errors.
 pub(crate) async fn first_node(
     session: &Session,
     base: &str,
@@ -52,9 +52,9 @@ pub(crate) async fn first_node(
 ) -> Result<Option<First>, LockError> {
     let dir = lock_path(base, name)?;
     for _ in 0..READ_ATTEMPTS {
-        let children = match session.client.get_children(&dir).await {
-            Ok((c, _)) => c,
-            Err(Error::NoNode) => return Ok(None),
+        let children = match crate::read::children_now(&session.client, &dir).await {
+            Ok(Some(c)) => c,
+            Ok(None) => return Ok(None),
             Err(e) => return Err(map(e, label, Some(name))),
         };
         let sorted = kind.sorted(children);

@@ -20,7 +20,6 @@
 use async_trait::async_trait;
 use lock_core::backend::{Attempt, RwLockBackend};
 use lock_core::{Access, AcquireOptions, Capabilities, LockError, LockGuard, RwLockInfo};
-use zookeeper_client::Error;
 
 use crate::backend::{Node, ZkLock};
 use crate::error::map;
@@ -57,9 +56,8 @@ impl RwLockBackend for ZkLock {
     async fn inspect(&self, name: &str) -> Result<RwLockInfo, LockError> {
         let dir = lock_path(&self.config().base, name)?;
         let session = self.session().await?;
-        let queue = match session.client.get_children(&dir).await {
-            Ok((kids, _)) => NodeKind::Read.sorted(kids),
-            Err(Error::NoNode) => Vec::new(),
+        let queue = match crate::read::children_now(&session.client, &dir).await {
+            Ok(kids) => NodeKind::Read.sorted(kids.unwrap_or_default()),
             Err(e) => return Err(map(e, self.label(), Some(name))),
         };
         let is_writer = |c: &String| NodeKind::Write.sequence_of(c).is_some();

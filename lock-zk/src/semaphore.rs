@@ -41,12 +41,12 @@ pub const LOCKS: &str = "locks";
 /// Curator's directory of the semaphore's leases.
 pub const LEASES: &str = "leases";
 impl ZkLock {
-    /// The children of `dir` of `kind`, in order (none when `dir` does not exist).
+    /// The children of `dir` of `kind`, in order, as of the call (behind a `sync`, see
+    /// `read.rs`; none when `dir` does not exist).
     async fn nodes(&self, dir: &str, name: &str, kind: NodeKind) -> Result<Vec<String>, LockError> {
         let session = self.session().await?;
-        match session.client.get_children(dir).await {
-            Ok((kids, _)) => Ok(kind.sorted(kids)),
-            Err(Error::NoNode) => Ok(Vec::new()),
+        match crate::read::children_now(&session.client, dir).await {
+            Ok(kids) => Ok(kind.sorted(kids.unwrap_or_default())),
             Err(e) => Err(map(e, self.label(), Some(name))),
         }
     }
