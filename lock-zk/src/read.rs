@@ -14,20 +14,37 @@
 //! are pipelined; the cost is one round trip and one quorum write (an fsync) per snapshot,
 //! paid by `inspect` and `leader()` only, never by an acquisition.
 
+use std::future::Future;
+
 use zookeeper_client::{Client, Error, MultiWriteError};
+
+/// Sends the write the next reads of `client`'s session go behind (see above); the future
+/// resolves once the member has applied it.
+fn barrier(client: &Client) -> Result<impl Future<Output = Result<(), Error>> + '_, Error> {
+    let mut check = client.new_multi_writer();
+    check.add_check_version("/", -1)?;
+    let sent = check.commit();
+    Ok(async move {
+        match sent.await {
+            // A failed check is ordered like a passed one: only the request's own failure
+            // counts.
+            Ok(_) | Err(MultiWriteError::OperationFailed { .. }) => Ok(()),
+            Err(MultiWriteError::RequestFailed { source }) => Err(source),
+        }
+    })
+}
+
+/// Makes every later read of `client`'s session see the ensemble's state as of this call.
+pub(crate) async fn catch_up(client: &Client) -> Result<(), Error> {
+    barrier(client)?.await
+}
 
 /// The children of `dir` as of the call (see above); `None` when `dir` does not exist.
 pub(crate) async fn children_now(client: &Client, dir: &str) -> Result<Option<Vec<String>>, Error> {
-    let mut barrier = client.new_multi_writer();
-    barrier.add_check_version("/", -1)?;
-    let barrier = barrier.commit();
+    let barrier = barrier(client)?;
     let listed = client.get_children(dir);
     let (barrier, listed) = tokio::join!(barrier, listed);
-    match barrier {
-        // A failed check is ordered like a passed one: only the request's own failure counts.
-        Ok(_) | Err(MultiWriteError::OperationFailed { .. }) => {}
-        Err(MultiWriteError::RequestFailed { source }) => return Err(source),
-    }
+    barrier?;
     match listed {
         Ok((children, _)) => Ok(Some(children)),
         Err(Error::NoNode) => Ok(None),

@@ -41,12 +41,12 @@ pub const LOCKS: &str = "locks";
 /// Curator's directory of the semaphore's leases.
 pub const LEASES: &str = "leases";
 impl ZkLock {
-    /// The children of `dir` of `kind`, in order, as of the call (behind a `sync`, see
-    /// `read.rs`; none when `dir` does not exist).
+    /// The children of `dir` of `kind`, in order (none when `dir` does not exist).
     async fn nodes(&self, dir: &str, name: &str, kind: NodeKind) -> Result<Vec<String>, LockError> {
         let session = self.session().await?;
-        match crate::read::children_now(&session.client, dir).await {
-            Ok(kids) => Ok(kind.sorted(kids.unwrap_or_default())),
+        match session.client.get_children(dir).await {
+            Ok((kids, _)) => Ok(kind.sorted(kids)),
+            Err(Error::NoNode) => Ok(Vec::new()),
             Err(e) => Err(map(e, self.label(), Some(name))),
         }
     }
@@ -139,6 +139,10 @@ impl SemaphoreBackend for ZkLock {
 
     async fn inspect(&self, name: &str) -> Result<SemaphoreInfo, LockError> {
         let dir = lock_path(&self.config().base, name)?;
+        // The reads below see the ensemble's state as of here (`read.rs`).
+        crate::read::catch_up(&self.session().await?.client)
+            .await
+            .map_err(|e| map(e, self.label(), Some(name)))?;
         let holders = self
             .nodes(&format!("{dir}/{LEASES}"), name, NodeKind::Lease)
             .await?
