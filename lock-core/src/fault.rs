@@ -33,6 +33,8 @@ struct Inner {
     open: AtomicUsize,
     /// Chunks (reads) forwarded from clients upstream.
     chunks_up: AtomicU64,
+    /// Extra delay (µs) for chunks from clients to the store only.
+    up_delay_us: AtomicU64,
 }
 
 /// A TCP proxy on `127.0.0.1:<ephemeral>` forwarding to one upstream address.
@@ -73,6 +75,7 @@ impl FaultProxy {
             generation: watch::channel(0).0,
             open: AtomicUsize::new(0),
             chunks_up: AtomicU64::new(0),
+            up_delay_us: AtomicU64::new(0),
         });
         let accept = tokio::spawn(accept_loop(listener, Arc::clone(&inner)));
         Ok(FaultProxy {
@@ -108,8 +111,19 @@ impl FaultProxy {
         self.inner.mode.send_replace(ProxyMode::Pass(latency));
     }
 
-    /// Back to plain forwarding (held bytes flow again; new connections are accepted).
+    /// Delays every chunk a client sends to the store by `latency` (added to the latency
+    /// both ways), answers not at all: requests arrive late, while what the store sends
+    /// unasked (pub/sub messages, watch events) arrives at once. Chunks read before the call
+    /// keep the delay they were given.
+    pub fn set_upward_latency(&self, latency: Duration) {
+        let us = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
+        self.inner.up_delay_us.store(us, Ordering::SeqCst);
+    }
+
+    /// Back to plain forwarding (held bytes flow again; new connections are accepted; no
+    /// upward delay).
     pub fn heal(&self) {
+        self.set_upward_latency(Duration::ZERO);
         self.set_latency(Duration::ZERO);
     }
 
@@ -220,6 +234,11 @@ async fn pump(
                 }
             }
         };
+        let latency = if upward {
+            latency + Duration::from_micros(inner.up_delay_us.load(Ordering::SeqCst))
+        } else {
+            latency
+        };
         if !latency.is_zero() {
             tokio::time::sleep(latency).await;
         }
@@ -271,6 +290,15 @@ mod tests {
         proxy.set_latency(Duration::from_millis(50));
         let rtt = roundtrip(&mut s, Duration::from_secs(1)).await.unwrap();
         assert!(rtt >= Duration::from_millis(100), "{rtt:?}");
+
+        proxy.set_latency(Duration::ZERO);
+        proxy.set_upward_latency(Duration::from_millis(300));
+        let rtt = roundtrip(&mut s, Duration::from_secs(2)).await.unwrap();
+        assert!(
+            rtt >= Duration::from_millis(300) && rtt < Duration::from_millis(590),
+            "one way delayed, not both: {rtt:?}"
+        );
+        proxy.set_upward_latency(Duration::ZERO);
 
         proxy.blackhole();
         assert!(roundtrip(&mut s, Duration::from_millis(300))

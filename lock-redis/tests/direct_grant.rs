@@ -202,3 +202,84 @@ async fn a_head_that_died_while_queued_holds_the_lock_back_at_most_its_place() {
     g.release().await.unwrap();
     dead_task.abort();
 }
+
+/// A grant that reaches the head while the head's own round is on its way, and lapses before
+/// that round reaches the store, is never taken for the lock: the lock went on to the next
+/// waiter meanwhile. The head's requests are delayed 4 s on their way to the store (its
+/// answers and the release's message are not): its place lapses with the grant, the next
+/// waiter holds, and the head's round lands behind that holder, with the lapsed grant's
+/// message already in hand. It must keep waiting, and hold later with a token above the
+/// next waiter's. Two checks keep it so: the waiter takes a grant only if its token is above
+/// the counter its last round saw (`acquire.rs`), and a guard whose acquisition took half its
+/// validity is confirmed by a renewal first (`GuardParts::start`). With either one removed
+/// this test passes; with both removed it fails (the head "holds" beside the next waiter).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_that_lapsed_while_the_heads_round_was_on_its_way_is_not_taken() {
+    const DELAY: Duration = Duration::from_secs(4);
+    let holder = connect_or_explain(&single_url()).await;
+    let port = ports(&single_url())[0];
+    let proxy = FaultProxy::start(([127, 0, 0, 1], port).into())
+        .await
+        .unwrap();
+    // Replies may take the delay and more without the head's requests timing out.
+    let head = connect_or_explain(&format!(
+        "redis://127.0.0.1:{}?timeout=20s",
+        proxy.addr().port()
+    ))
+    .await;
+    let next = connect_or_explain(&single_url()).await;
+    let name = unique("grant-lapsed");
+    let opts = AcquireOptions::new()
+        .ttl(Duration::from_secs(30))
+        .wait(Duration::from_secs(30));
+    let held = holder.acquire(&name, &opts).await.unwrap();
+    let head_task = queued(&head, &name, opts.clone()).await;
+    let next_task = queued(&next, &name, opts.clone()).await;
+
+    // Right after one of the head's heartbeat rounds (once a second): its place now lasts
+    // 3 s, and its next round leaves in about 1 s and lands DELAY later.
+    let seen = proxy.chunks_sent();
+    let beat = Instant::now();
+    while proxy.chunks_sent() == seen && beat.elapsed() < Duration::from_secs(3) {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let refreshed = Instant::now();
+    proxy.set_upward_latency(DELAY);
+    tokio::time::sleep_until(refreshed + Duration::from_millis(1_500)).await;
+
+    // The release grants the head for the rest of its place (about 1.5 s).
+    held.release().await.unwrap();
+    let claim = pttl(&name).await;
+    assert!(
+        claim > 0 && claim <= 1_600,
+        "the release should have granted the head for the rest of its place: PTTL {claim}"
+    );
+    // The grant lapses with the place; the next waiter holds.
+    let next_guard = tokio::time::timeout(Duration::from_secs(6), next_task)
+        .await
+        .expect("the next waiter never got the lock after the head's place lapsed")
+        .unwrap();
+    // The head's round lands (refreshed + 1 s + DELAY) behind the next waiter's hold.
+    tokio::time::sleep_until(
+        refreshed + Duration::from_secs(1) + DELAY + Duration::from_millis(1_000),
+    )
+    .await;
+    assert!(
+        !head_task.is_finished(),
+        "the head took a lapsed grant for the lock while the next waiter holds it"
+    );
+    assert!(!next_guard.is_lost());
+    proxy.heal();
+    let next_token = next_guard.fencing_token();
+    next_guard.release().await.unwrap();
+    let head_guard = tokio::time::timeout(Duration::from_secs(15), head_task)
+        .await
+        .expect("the head was never served")
+        .unwrap();
+    assert!(
+        head_guard.fencing_token() > next_token,
+        "the head holds with token {} after the next waiter's {next_token}: a lapsed grant's token",
+        head_guard.fencing_token()
+    );
+    head_guard.release().await.unwrap();
+}
