@@ -123,7 +123,7 @@ async fn released_connection_returns_to_the_pool_clean() {
         let (session_sql, clean_sql) = if pg {
             (
                 "SELECT CAST(pg_backend_pid() AS BIGINT)",
-                "SELECT CAST((current_setting('idle_session_timeout') = '0' AND current_setting('lock_timeout') = '0') AS INT)::BIGINT",
+                "SELECT CAST((current_setting('idle_session_timeout') = '0' AND current_setting('lock_timeout') = '0' AND current_setting('client_connection_check_interval') = '0') AS INT)::BIGINT",
             )
         } else {
             (
@@ -158,6 +158,26 @@ async fn released_connection_returns_to_the_pool_clean() {
                 "{url}: session settings left behind"
             );
         }
+        // A lock taken after a wait (which sets the wait's bounds on the session too) goes back
+        // clean as well.
+        let other = connect_or_explain(&url.replace("&max_connections=1", "")).await;
+        let held = other.acquire(&name, &opts).await.unwrap();
+        let (waited, released) = tokio::join!(lock.acquire(&name, &opts), async {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            held.release().await
+        });
+        released.unwrap();
+        waited.unwrap().release().await.unwrap();
+        assert_eq!(
+            one(session_sql).await,
+            session,
+            "{url}: the session was not reused"
+        );
+        assert_eq!(
+            one(clean_sql).await,
+            1,
+            "{url}: session settings left behind after a wait"
+        );
         assert!(!lock.inspect(&name).await.unwrap().held, "{url}");
     }
 }
@@ -218,11 +238,12 @@ async fn postgres_names_whose_keys_collide_stay_two_locks() {
 
 /// PostgreSQL: an uncontended acquisition is one statement — the try, the token drawn only once
 /// the lock is held, and the idle bound together (it was four: the wait's bound, the lock, the
-/// token, the idle bound) — and the token still rises above every earlier holder's. Counted
+/// token, the idle bound) — and the token still rises above every earlier holder's. A release
+/// is one statement too: the unlock with the session's settings put back (it was two). Counted
 /// through a proxy on a one-connection pool, after a first cycle has prepared the statements;
 /// the pool's liveness ping of the connection it hands out is the other request (5 before).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_uncontended_acquire_is_one_statement() {
+async fn postgres_uncontended_acquire_and_release_are_one_statement_each() {
     let (lock, proxy) = through_proxy(&format!(
         "{}?mode=advisory&max_connections=1",
         postgres_url()
@@ -231,7 +252,7 @@ async fn postgres_uncontended_acquire_is_one_statement() {
     let other = connect_or_explain(&format!("{}?mode=advisory", postgres_url())).await;
     let name = format!("one-stmt-{}", &lock_core::backend::owner_token()[..8]);
     let mut last = 0;
-    let mut fewest = u64::MAX;
+    let (mut fewest, mut fewest_release) = (u64::MAX, u64::MAX);
     for cycle in 0..6 {
         let before = proxy.chunks_sent();
         let g = lock.acquire(&name, &wait_ms(2000)).await.unwrap();
@@ -253,7 +274,11 @@ async fn postgres_uncontended_acquire_is_one_statement() {
                 .is_none(),
             "cycle {cycle}: the lock is not held after the one-statement acquire"
         );
+        let before = proxy.chunks_sent();
         g.release().await.unwrap();
+        if cycle > 0 {
+            fewest_release = fewest_release.min(proxy.chunks_sent() - before);
+        }
         // Another client's turn in between: the token stays ordered across clients.
         let o = other.acquire(&name, &wait_ms(2000)).await.unwrap();
         assert!(o.fencing_token() > last);
@@ -263,5 +288,9 @@ async fn postgres_uncontended_acquire_is_one_statement() {
     assert_eq!(
         fewest, 2,
         "an uncontended acquire sent {fewest} requests (the pool's ping and one statement expected)"
+    );
+    assert_eq!(
+        fewest_release, 1,
+        "a release sent {fewest_release} requests (the unlock with the session's reset expected)"
     );
 }

@@ -26,6 +26,9 @@ pub(super) struct AdvisoryLease {
     pub(super) keys: Vec<String>,
     /// The statement that gives the lock back.
     pub(super) unlock: String,
+    /// PostgreSQL: `unlock` with the session's reset, for the last key (see
+    /// `LockTexts::unlock_reset`).
+    pub(super) unlock_reset: Option<String>,
     pub(super) sql: Arc<AdvisoryStatements>,
     pub(super) held: Held,
 }
@@ -55,8 +58,13 @@ impl Lease for AdvisoryLease {
                 return Ok(());
             }
         }
-        for key in &self.keys {
-            let q = sqlx::query(AssertSqlSafe(self.unlock.as_str())).bind(key.as_str());
+        let last = self.keys.len().saturating_sub(1);
+        for (i, key) in self.keys.iter().enumerate() {
+            let unlock = match &self.unlock_reset {
+                Some(both) if i == last => both,
+                _ => &self.unlock,
+            };
+            let q = sqlx::query(AssertSqlSafe(unlock.as_str())).bind(key.as_str());
             // On any failure the session is dropped, so closed: the database frees the lock.
             match fetch_i64(q, session.conn()).await {
                 Ok(1) => {}
@@ -67,7 +75,12 @@ impl Lease for AdvisoryLease {
                 Err(e) => return Err(map(e, &held.label, Some(&held.name))),
             }
         }
-        session.recycle(self.sql.reset).await;
+        if self.unlock_reset.is_some() {
+            // The last unlock put the settings back.
+            session.give_back();
+        } else {
+            session.recycle(self.sql.reset).await;
+        }
         tracing::debug!(backend = %held.label, name = %held.name, "advisory lock released");
         Ok(())
     }

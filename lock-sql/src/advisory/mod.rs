@@ -116,6 +116,7 @@ impl AdvisoryLock {
             try_lock: sql.try_lock.clone(),
             unlock: sql.unlock.clone(),
             try_draw: sql.try_draw.clone(),
+            unlock_reset: sql.unlock_reset.clone(),
         };
         Ok(AdvisoryLock {
             client,
@@ -353,6 +354,7 @@ impl AdvisoryLock {
                 forget,
                 keys,
                 unlock: self.texts.unlock.clone(),
+                unlock_reset: self.texts.unlock_reset.clone(),
                 sql: Arc::clone(&self.sql),
                 held: Held::new(name, label, what, idle),
             }),

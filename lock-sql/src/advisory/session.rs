@@ -19,6 +19,11 @@ impl Session {
         self.0.as_mut().unwrap_or_else(|| unreachable!())
     }
 
+    /// Returns the connection to the pool as it is: its settings were put back already.
+    pub(super) fn give_back(mut self) {
+        drop(self.0.take());
+    }
+
     /// Puts the session settings back (`reset`) and returns the connection to the pool; closes
     /// it if that fails.
     pub(super) async fn recycle(mut self, reset: &'static str) {

@@ -192,6 +192,24 @@ fn advisory_try_draw(t: &str, try_lock: &str) -> String {
     )
 }
 
+/// The settings `advisory_lock_wait` and `advisory_idle` change, which `reset` puts back.
+const ADVISORY_SETTINGS: &str =
+    "'lock_timeout', 'client_connection_check_interval', 'idle_session_timeout'";
+
+/// `unlock` (a one-BIGINT `SELECT`) and the session's reset in one statement: every setting
+/// in [`ADVISORY_SETTINGS`] set back to the value `RESET` restores (`pg_settings.reset_val`),
+/// as a session setting. Each part is evaluated once (two one-row subqueries joined).
+fn advisory_unlock_reset(unlock: &str) -> String {
+    let unlocked = unlock
+        .strip_prefix("SELECT ")
+        .unwrap_or_else(|| unreachable!("unlock statements are SELECTs"));
+    format!(
+        "SELECT u.unlocked FROM (SELECT {unlocked} AS unlocked) u, \
+         (SELECT count(set_config(name, reset_val, false)) FROM pg_settings \
+         WHERE name IN ({ADVISORY_SETTINGS})) r"
+    )
+}
+
 /// Session-level: how long `pg_advisory_lock` waits (ms, 0 = forever). The connection check
 /// makes a waiter whose client went away (a cancelled acquire closes its connection) leave the
 /// lock queue within 250 ms instead of taking the lock on behalf of nobody.
@@ -217,6 +235,9 @@ pub(crate) fn advisory(t: &str) -> AdvisoryStatements {
             &format!("pg_try_advisory_lock({key})"),
         )),
         unlock: format!("SELECT CAST(CAST(pg_advisory_unlock({key}) AS INT) AS BIGINT)"),
+        unlock_reset: Some(advisory_unlock_reset(&format!(
+            "SELECT CAST(CAST(pg_advisory_unlock({key}) AS INT) AS BIGINT)"
+        ))),
         held: advisory_locks(t, "AND granted"),
         queued: advisory_locks(t, ""),
         draw_token: draw_token(t),
@@ -253,6 +274,9 @@ fn advisory_rw(t: &str) -> RwTexts {
             "SELECT CAST(CAST(pg_try_advisory_lock{shared}({pair}) AS INT) AS BIGINT)"
         ),
         unlock: format!("SELECT CAST(CAST(pg_advisory_unlock{shared}({pair}) AS INT) AS BIGINT)"),
+        unlock_reset: Some(advisory_unlock_reset(&format!(
+            "SELECT CAST(CAST(pg_advisory_unlock{shared}({pair}) AS INT) AS BIGINT)"
+        ))),
         try_draw: Some(advisory_try_draw(
             t,
             &format!("pg_try_advisory_lock{shared}({pair})"),

@@ -164,6 +164,8 @@ pub(crate) struct AdvisoryStatements {
     /// Release the lock this session holds. One BIGINT: 1 released, anything else: this
     /// session did not hold it.
     pub unlock: String,
+    /// See [`LockTexts::unlock_reset`].
+    pub unlock_reset: Option<String>,
     /// Whether anyone holds the lock (for `inspect`): one BIGINT, > 0 when held.
     pub held: String,
     /// How many sessions hold or wait for the lock (the semaphore's `inspect` of its gate): one
@@ -200,6 +202,10 @@ pub(crate) struct LockTexts {
     /// `AdvisoryStatements::idle`). One BIGINT: the token, 0 when not granted. `None` on
     /// MySQL/MariaDB.
     pub try_draw: Option<String>,
+    /// PostgreSQL: `unlock` and `AdvisoryStatements::reset` in one statement (answering as
+    /// `unlock`; the settings go back whatever it answers): a release's last unlock, after which
+    /// the connection returns to the pool with no further round trip. `None` on MySQL/MariaDB.
+    pub unlock_reset: Option<String>,
 }
 
 /// PostgreSQL advisory read-write lock: shared (`read`) and exclusive (`write`) locks on the
