@@ -192,23 +192,25 @@ fn advisory_try_draw(t: &str, try_lock: &str) -> String {
     )
 }
 
-/// The settings `advisory_lock_wait` and `advisory_idle` change, which `reset` puts back.
-const ADVISORY_SETTINGS: &str =
-    "'lock_timeout', 'client_connection_check_interval', 'idle_session_timeout'";
-
-/// `unlock` (a one-BIGINT `SELECT`) and the session's reset in one statement: every setting
-/// in [`ADVISORY_SETTINGS`] set back to the value `RESET` restores (`pg_settings.reset_val`),
-/// as a session setting. Each part is evaluated once (two one-row subqueries joined).
+/// `unlock` (a one-BIGINT `SELECT`) and the session's reset in one statement: the settings
+/// `advisory_lock_wait` and `advisory_idle` change set back, as session settings, to `$2`,
+/// `$3`, `$4` — the values `RESET` restores, read once per client by
+/// [`ADVISORY_RESET_VALUES`]. (Reading `pg_settings` in the statement itself doubled the
+/// cycle's cost: the view builds every setting's row.)
 fn advisory_unlock_reset(unlock: &str) -> String {
-    let unlocked = unlock
-        .strip_prefix("SELECT ")
-        .unwrap_or_else(|| unreachable!("unlock statements are SELECTs"));
     format!(
-        "SELECT u.unlocked FROM (SELECT {unlocked} AS unlocked) u, \
-         (SELECT count(set_config(name, reset_val, false)) FROM pg_settings \
-         WHERE name IN ({ADVISORY_SETTINGS})) r"
+        "{unlock}, set_config('lock_timeout', $2, false), \
+         set_config('client_connection_check_interval', $3, false), \
+         set_config('idle_session_timeout', $4, false)"
     )
 }
+
+/// The values `RESET` restores for the three settings of [`advisory_unlock_reset`], in its
+/// order: one row of three texts.
+const ADVISORY_RESET_VALUES: &str = "SELECT \
+     (SELECT reset_val FROM pg_settings WHERE name = 'lock_timeout'), \
+     (SELECT reset_val FROM pg_settings WHERE name = 'client_connection_check_interval'), \
+     (SELECT reset_val FROM pg_settings WHERE name = 'idle_session_timeout')";
 
 /// Session-level: how long `pg_advisory_lock` waits (ms, 0 = forever). The connection check
 /// makes a waiter whose client went away (a cancelled acquire closes its connection) leave the
@@ -238,6 +240,7 @@ pub(crate) fn advisory(t: &str) -> AdvisoryStatements {
         unlock_reset: Some(advisory_unlock_reset(&format!(
             "SELECT CAST(CAST(pg_advisory_unlock({key}) AS INT) AS BIGINT)"
         ))),
+        reset_values: Some(ADVISORY_RESET_VALUES),
         held: advisory_locks(t, "AND granted"),
         queued: advisory_locks(t, ""),
         draw_token: draw_token(t),
