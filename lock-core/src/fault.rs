@@ -111,10 +111,12 @@ impl FaultProxy {
         self.inner.mode.send_replace(ProxyMode::Pass(latency));
     }
 
-    /// Delays every chunk a client sends to the store by `latency` (added to the latency
-    /// both ways), answers not at all: requests arrive late, while what the store sends
-    /// unasked (pub/sub messages, watch events) arrives at once. Chunks read before the call
-    /// keep the delay they were given.
+    /// Delays what clients send to the store by `latency` (on top of the latency both ways),
+    /// and nothing the store sends: requests arrive late, while answers and what the store
+    /// sends unasked (pub/sub messages, watch events) arrive at once. Each connection forwards
+    /// its chunks one after another, each held `latency` from when it is forwarded, so chunks
+    /// sent close together on one connection queue behind each other; a chunk already held
+    /// keeps its delay when this changes (or on [`heal`](Self::heal)).
     pub fn set_upward_latency(&self, latency: Duration) {
         let us = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
         self.inner.up_delay_us.store(us, Ordering::SeqCst);

@@ -15,6 +15,7 @@
 //! share a key, and revoking that lease takes the key away: that is how a cancelled or failed
 //! acquisition leaves nothing behind.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -58,6 +59,9 @@ pub(crate) struct Contender {
     pub pool: Arc<LeasePool>,
     /// The TTL asked for, in whole seconds (the pool's key).
     pub secs: i64,
+    /// Set once the lease went back to the pool (its key deleted): from then on it belongs to
+    /// the pool, and this contender's cleanup must not revoke it.
+    pub pooled: Arc<AtomicBool>,
     pub keys: LockKeys,
     pub key: String,
     pub lease: i64,
@@ -125,6 +129,7 @@ impl Contender {
             members: Arc::clone(who.members),
             pool: Arc::clone(who.pool),
             secs,
+            pooled: Arc::default(),
             key: keys.contender(lease.id),
             keys,
             lease: lease.id,
@@ -161,16 +166,27 @@ impl Contender {
             granted: self.granted,
             fresh_at,
         };
+        // Marked before it is pooled: the pool may hand it on at once.
+        self.pooled.store(true, Ordering::SeqCst);
         if self.pool.give_back(self.secs, idle).is_some() {
+            self.pooled.store(false, Ordering::SeqCst);
             let me = self.clone();
             tokio::spawn(async move { me.revoke().await });
         }
     }
 
-    /// Revokes the lease (deleting our key with it) when dropped unless disarmed.
+    /// Revokes the lease (deleting our key with it) when dropped unless disarmed — or unless
+    /// the lease went back to the pool meanwhile (a guard that was released while it was
+    /// being handed out: its lease may already serve another acquisition).
     pub fn cleanup(self: &Arc<Self>) -> CleanupOnDrop {
         let me = Arc::clone(self);
-        CleanupOnDrop::new(move || Box::pin(async move { me.revoke().await }))
+        CleanupOnDrop::new(move || {
+            Box::pin(async move {
+                if !me.pooled.load(Ordering::SeqCst) {
+                    me.revoke().await;
+                }
+            })
+        })
     }
 
     /// Revokes the lease, which deletes our key; a lease already gone is fine. Persistent: a
@@ -272,18 +288,23 @@ impl Contender {
         AbortOnDrop(tokio::spawn(async move {
             // A pooled lease was last kept alive before this acquisition began.
             let mut fresh_at = me.granted_at;
+            let mut next = fresh_at + me.granted / 3;
             loop {
-                tokio::time::sleep_until(fresh_at + me.granted / 3).await;
+                tokio::time::sleep_until(next).await;
                 let sent = Instant::now();
                 match me.keep_alive_once().await {
-                    Ok(()) => fresh_at = sent,
+                    Ok(()) => {
+                        fresh_at = sent;
+                        next = fresh_at + me.granted / 3;
+                    }
                     Err(e) if lease_gone(&e) => {
                         gone.mark_lost("the waiting contender's lease expired");
                         return;
                     }
-                    // Transient: the next round tries again; the wait itself notices a lease
-                    // that ran out when it confirms our key.
-                    Err(_) => {}
+                    // Transient: tried again after a pause (never at once: a cluster without
+                    // a leader answers at once); the wait itself notices a lease that ran out
+                    // when it confirms our key.
+                    Err(_) => next = (fresh_at + me.granted / 3).max(Instant::now() + REVOKE_RETRY),
                 }
             }
         }))

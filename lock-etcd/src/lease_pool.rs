@@ -13,9 +13,13 @@
 //!   ours is under it, and [`LeasePool::take`] hands it to one caller. So two contenders of one
 //!   client never share a key (`<name>/<lease hex>`, the layout `etcdctl lock` uses), and a
 //!   lease's loss (revoked, expired) is only ever the loss of the one lock on it.
-//! * A pooled lease is handed out only while at least half its granted TTL is left, counted
-//!   from when its last grant or keep-alive was sent (the server can only expire it later).
-//!   Leases with less are dropped: they carry no key and run out on the server.
+//! * A pooled lease is handed out only while at least nine tenths of its granted TTL are
+//!   left, counted from when its last grant or keep-alive was sent (the server can only expire
+//!   it later), and the guard's validity counts from that send. So a guard on a reused lease
+//!   starts with nearly the margin a fresh grant gives: its first renewal, a third of the ttl
+//!   in, still finds more than half the lease left. Leases with less are dropped: they carry
+//!   no key and run out on the server. (A client cycling one lock grants a lease once per
+//!   tenth of the TTL.)
 //! * A lease that went while pooled (an operator's `etcdctl lease revoke`) cannot be told
 //!   apart here; the enqueue under it fails with "lease not found" and the acquisition grants
 //!   a fresh one (`contender::join`).
@@ -44,9 +48,9 @@ pub(crate) struct Idle {
 }
 
 impl Idle {
-    /// Whether at least half its granted TTL is left at `now`.
+    /// Whether at least nine tenths of its granted TTL are left at `now`.
     fn fresh(&self, now: Instant) -> bool {
-        now.saturating_duration_since(self.fresh_at) < self.granted / 2
+        now.saturating_duration_since(self.fresh_at) < self.granted / 10
     }
 }
 
@@ -57,8 +61,8 @@ pub(crate) struct LeasePool {
 }
 
 impl LeasePool {
-    /// The most recently given back lease asked for with `secs` that still has half its TTL;
-    /// older ones met on the way are dropped.
+    /// The most recently given back lease asked for with `secs` that still has nine tenths of
+    /// its TTL; older ones met on the way are dropped.
     pub fn take(&self, secs: i64) -> Option<Idle> {
         let now = Instant::now();
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
@@ -102,10 +106,10 @@ mod tests {
         let pool = LeasePool::default();
         assert!(pool.give_back(10, lease(1, Duration::ZERO)).is_none());
         assert!(pool
-            .give_back(10, lease(2, Duration::from_secs(6)))
+            .give_back(10, lease(2, Duration::from_millis(1_500)))
             .is_none());
         assert!(pool.give_back(30, lease(3, Duration::ZERO)).is_none());
-        // Lease 2 has less than half of its 10 s left: dropped on the way to lease 1.
+        // Lease 2 has less than nine tenths of its 10 s left: dropped on the way to lease 1.
         assert_eq!(pool.take(10).map(|l| l.id), Some(1));
         assert_eq!(pool.take(10), None, "each lease is handed out once");
         assert_eq!(

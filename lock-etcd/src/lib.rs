@@ -4,7 +4,8 @@
 //!
 //! # The recipe
 //! Each acquisition has a lease of its own (the `ttl`, in whole seconds, at least 1 s): one
-//! that an earlier released lock of this client left without a key (see `lease_pool`: granting
+//! that an earlier released lock of this client left without a key, kept alive within the
+//! last tenth of its TTL (see `lease_pool`: granting
 //! and revoking a lease are raft writes, so an uncontended acquire + release is two writes, not
 //! four), or else a fresh grant. In one transaction it creates the key
 //! `<prefix>/<name>/<lease id in hex>` under that lease unless it exists,

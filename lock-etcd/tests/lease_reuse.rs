@@ -39,15 +39,24 @@ async fn holding_lease(lock: &dyn DistributedLock, name: &str) -> String {
 async fn uncontended_cycles_grant_no_lease_after_the_first() {
     let _serial = SERIAL.lock().await;
     let lock = support::connect_or_explain(&single_url()).await;
-    let opts = AcquireOptions::new().ttl(Duration::from_secs(10));
+    let opts = AcquireOptions::new().ttl(Duration::from_secs(60));
     let names = [unique("reuse-a"), unique("reuse-b")];
     const CYCLES: usize = 20;
     let before = granted().await;
+    let mut leases = std::collections::BTreeSet::new();
     for i in 0..CYCLES {
         let g = lock.acquire(&names[i % 2], &opts).await.unwrap();
+        leases.insert(holding_lease(lock.as_ref(), &names[i % 2]).await);
         g.release().await.unwrap();
     }
     let grants = granted().await - before;
+    // A lease is reused for a tenth of its TTL (6 s here), which the cycles take well within.
+    assert_eq!(
+        leases.len(),
+        1,
+        "{CYCLES} uncontended cycles of one client held on {} leases: {leases:?}",
+        leases.len()
+    );
     assert!(
         grants <= 1,
         "{CYCLES} uncontended acquire + release cycles of one client granted {grants} leases (a raft write each); one lease, reused, is enough"
@@ -59,7 +68,7 @@ async fn a_guard_on_a_reused_lease_is_lost_when_that_lease_goes() {
     let _serial = SERIAL.lock().await;
     let lock = support::connect_or_explain(&single_url()).await;
     let raw = support::raw(&single_url()).await;
-    let opts = AcquireOptions::new().ttl(Duration::from_secs(10));
+    let opts = AcquireOptions::new().ttl(Duration::from_secs(60));
     let name = unique("reuse-lost");
 
     let first = lock.acquire(&name, &opts).await.unwrap();
@@ -99,7 +108,7 @@ async fn a_lease_gone_while_pooled_is_replaced() {
     let _serial = SERIAL.lock().await;
     let lock = support::connect_or_explain(&single_url()).await;
     let raw = support::raw(&single_url()).await;
-    let opts = AcquireOptions::new().ttl(Duration::from_secs(10));
+    let opts = AcquireOptions::new().ttl(Duration::from_secs(60));
     let name = unique("reuse-gone");
 
     let first = lock.acquire(&name, &opts).await.unwrap();

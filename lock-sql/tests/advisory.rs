@@ -69,6 +69,22 @@ async fn case_variants_and_long_names_stay_distinct() {
     }
 }
 
+/// PostgreSQL: how many sessions wait in the lock queue of advisory lock `name` (default table).
+async fn pg_waiting(pool: &sqlx::AnyPool, name: &str) -> i64 {
+    sqlx::query(
+        "SELECT count(*) FROM pg_locks l, \
+         (SELECT ('x' || left(encode(sha256(convert_to('distlock_advisory:' || $1, 'UTF8')), 'hex'), 16))::bit(64)::bigint AS k) k \
+         WHERE l.locktype = 'advisory' AND NOT l.granted \
+         AND l.classid = ((k.k >> 32) & 4294967295)::oid AND l.objid = (k.k & 4294967295)::oid",
+    )
+    .bind(name)
+    .fetch_one(pool)
+    .await
+    .unwrap()
+    .try_get::<i64, _>(0)
+    .unwrap()
+}
+
 /// An acquire dropped while waiting in the database leaves nothing behind: once the holder
 /// releases, a third client gets the lock at once (no waiter granted it on behalf of nobody).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -86,18 +102,7 @@ async fn cancelled_wait_leaves_no_lock_held() {
         tokio::time::sleep(Duration::from_millis(600)).await;
         if url.starts_with("postgres") {
             // The cancelled waiter left PostgreSQL's lock queue.
-            let waiting = sqlx::query(
-                "SELECT count(*) FROM pg_locks l, \
-                 (SELECT ('x' || left(encode(sha256(convert_to('distlock_advisory:' || $1, 'UTF8')), 'hex'), 16))::bit(64)::bigint AS k) k \
-                 WHERE l.locktype = 'advisory' AND NOT l.granted \
-                 AND l.classid = ((k.k >> 32) & 4294967295)::oid AND l.objid = (k.k & 4294967295)::oid",
-            )
-            .bind(&name)
-            .fetch_one(holder.pool())
-            .await
-            .unwrap()
-            .try_get::<i64, _>(0)
-            .unwrap();
+            let waiting = pg_waiting(holder.pool(), &name).await;
             assert_eq!(waiting, 0, "the cancelled waiter still queues for the lock");
         }
         g.release().await.unwrap();
@@ -123,7 +128,9 @@ async fn released_connection_returns_to_the_pool_clean() {
         let (session_sql, clean_sql) = if pg {
             (
                 "SELECT CAST(pg_backend_pid() AS BIGINT)",
-                "SELECT CAST((current_setting('idle_session_timeout') = '0' AND current_setting('lock_timeout') = '0' AND current_setting('client_connection_check_interval') = '0') AS INT)::BIGINT",
+                // The values RESET gives, and none of the three set by the session any more (a
+                // reload of the server's configuration reaches the connection).
+                "SELECT CAST((current_setting('idle_session_timeout') = '0' AND current_setting('lock_timeout') = '0' AND current_setting('client_connection_check_interval') = '0' AND NOT EXISTS (SELECT 1 FROM pg_settings WHERE name IN ('idle_session_timeout', 'lock_timeout', 'client_connection_check_interval') AND source = 'session')) AS INT)::BIGINT",
             )
         } else {
             (
@@ -163,7 +170,20 @@ async fn released_connection_returns_to_the_pool_clean() {
         let other = connect_or_explain(&url.replace("&max_connections=1", "")).await;
         let held = other.acquire(&name, &opts).await.unwrap();
         let (waited, released) = tokio::join!(lock.acquire(&name, &opts), async {
-            tokio::time::sleep(Duration::from_millis(200)).await;
+            // Released once the other is queued (PostgreSQL shows it; MariaDB's `GET_LOCK`
+            // queue is invisible to other sessions: a pause instead).
+            let start = Instant::now();
+            if pg {
+                while pg_waiting(other.pool(), &name).await == 0 {
+                    assert!(
+                        start.elapsed() < Duration::from_secs(5),
+                        "{url}: nobody queued"
+                    );
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            } else {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
             held.release().await
         });
         released.unwrap();

@@ -77,8 +77,8 @@
 //!   node data), and reading a directory's first node for `inspect` and `leader`.
 //! * `contender.rs`: this acquisition's node, and the nodes a create whose reply was lost may
 //!   have left.
-//! * `read.rs`: reads behind a `sync`, so `inspect` and `leader()` see the ensemble's state
-//!   as of the call, not a lagging member's.
+//! * `read.rs`: reads behind a write of their own, so `inspect` and `leader()` see the
+//!   ensemble's state as of the call, not a lagging member's.
 //! * `session.rs`: one session, its state watcher and the guards it loses when it dies.
 //! * `lease.rs`: the store side of a guard (renew through the leader, release).
 //! * `validity.rs`: how long a check through the leader vouches for a guard, and why.

@@ -35,6 +35,7 @@ use zookeeper_client::Error;
 use crate::backend::{Node, ZkLock};
 use crate::error::map;
 use crate::path::{lock_path, NodeKind};
+use crate::session::Session;
 
 /// Curator's directory of the semaphore's internal mutex.
 pub const LOCKS: &str = "locks";
@@ -42,8 +43,13 @@ pub const LOCKS: &str = "locks";
 pub const LEASES: &str = "leases";
 impl ZkLock {
     /// The children of `dir` of `kind`, in order (none when `dir` does not exist).
-    async fn nodes(&self, dir: &str, name: &str, kind: NodeKind) -> Result<Vec<String>, LockError> {
-        let session = self.session().await?;
+    async fn nodes(
+        &self,
+        session: &Session,
+        dir: &str,
+        name: &str,
+        kind: NodeKind,
+    ) -> Result<Vec<String>, LockError> {
         match session.client.get_children(dir).await {
             Ok((kids, _)) => Ok(kind.sorted(kids)),
             Err(Error::NoNode) => Ok(Vec::new()),
@@ -52,10 +58,14 @@ impl ZkLock {
     }
 
     /// The count of the first distlock lease of semaphore `dir` (`None`: no distlock lease).
-    async fn count_in_use(&self, dir: &str, name: &str) -> Result<Option<u32>, LockError> {
+    async fn count_in_use(
+        &self,
+        session: &Session,
+        dir: &str,
+        name: &str,
+    ) -> Result<Option<u32>, LockError> {
         let leases = format!("{dir}/{LEASES}");
-        let session = self.session().await?;
-        for lease in self.nodes(&leases, name, NodeKind::Lease).await? {
+        for lease in self.nodes(session, &leases, name, NodeKind::Lease).await? {
             match session.client.get_data(&format!("{leases}/{lease}")).await {
                 Ok((data, _)) => {
                     if let Some(n) = count_in_record(&data) {
@@ -79,7 +89,8 @@ impl ZkLock {
         opts: &AcquireOptions,
         try_only: bool,
     ) -> Result<Option<LockGuard>, LockError> {
-        if let Some(in_use) = self.count_in_use(dir, name).await? {
+        let session = self.session().await?;
+        if let Some(in_use) = self.count_in_use(&session, dir, name).await? {
             if in_use != max_count {
                 return Err(lock_core::semaphore::other_count(name, in_use, max_count));
             }
@@ -139,20 +150,22 @@ impl SemaphoreBackend for ZkLock {
 
     async fn inspect(&self, name: &str) -> Result<SemaphoreInfo, LockError> {
         let dir = lock_path(&self.config().base, name)?;
-        // The reads below see the ensemble's state as of here (`read.rs`).
-        crate::read::catch_up(&self.session().await?.client)
+        // The reads below, on the same session, see the ensemble's state as of here
+        // (`read.rs`).
+        let session = self.session().await?;
+        crate::read::catch_up(&session.client)
             .await
             .map_err(|e| map(e, self.label(), Some(name)))?;
         let holders = self
-            .nodes(&format!("{dir}/{LEASES}"), name, NodeKind::Lease)
+            .nodes(&session, &format!("{dir}/{LEASES}"), name, NodeKind::Lease)
             .await?
             .len();
         let waiters = self
-            .nodes(&format!("{dir}/{LOCKS}"), name, NodeKind::Lock)
+            .nodes(&session, &format!("{dir}/{LOCKS}"), name, NodeKind::Lock)
             .await?
             .len();
         let max_count = if holders > 0 {
-            self.count_in_use(&dir, name).await?
+            self.count_in_use(&session, &dir, name).await?
         } else {
             None
         };

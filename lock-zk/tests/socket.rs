@@ -4,6 +4,7 @@
 //! delete, a quorum write — and pipelined requests (the `sync` and the re-list after a watch
 //! fires) lose their point. Read from this process's own sockets; one test in this file, so
 //! no other test opens or closes sockets meanwhile.
+#![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
@@ -29,14 +30,20 @@ fn nodelay_of_sockets_to(port: u16) -> Vec<bool> {
         let Ok(fd) = entry.file_name().to_string_lossy().parse::<i32>() else {
             continue;
         };
-        // SAFETY: `fd` is open in this process (listed just now) and the client that owns it
-        // keeps it open while it is borrowed for the two calls below.
+        // SAFETY: `fd` was open in this process when listed just now. This binary runs one
+        // test, whose only sockets are the ZooKeeper client's (open while it holds the lock)
+        // and the runtime's; should one close in between, the calls below fail on a closed
+        // descriptor (skipped) — nothing is read through the borrow beyond them.
         #[allow(unsafe_code)]
         let fd = unsafe { BorrowedFd::borrow_raw(fd) };
         let Ok(peer) = getpeername::<SockaddrStorage>(fd.as_raw_fd()) else {
             continue;
         };
-        if peer.as_sockaddr_in().map(|a| a.port()) == Some(port) {
+        let peer_port = peer
+            .as_sockaddr_in()
+            .map(|a| a.port())
+            .or_else(|| peer.as_sockaddr_in6().map(|a| a.port()));
+        if peer_port == Some(port) {
             found.push(getsockopt(&fd, TcpNoDelay).unwrap());
         }
     }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use lock_core::backend::Lease;
 use lock_core::LockError;
-use sqlx::{AssertSqlSafe, Executor, Row};
+use sqlx::{AssertSqlSafe, Executor};
 use tokio::sync::Mutex;
 
 use super::session::{fetch_i64, Session};
@@ -29,28 +29,8 @@ pub(super) struct AdvisoryLease {
     /// PostgreSQL: `unlock` with the session's reset, for the last key (see
     /// `LockTexts::unlock_reset`).
     pub(super) unlock_reset: Option<String>,
-    /// The values `unlock_reset` binds, read once per client.
-    pub(super) resets: Arc<tokio::sync::OnceCell<[String; 3]>>,
     pub(super) sql: Arc<AdvisoryStatements>,
     pub(super) held: Held,
-}
-
-impl AdvisoryLease {
-    /// PostgreSQL: the values the last unlock puts the session's settings back to, read on
-    /// `session` the first time; `None` (a separate reset follows the unlocks) on MySQL/MariaDB
-    /// or when they cannot be read.
-    async fn reset_values(&self, session: &mut Session) -> Option<&[String; 3]> {
-        let read = self.sql.reset_values?;
-        self.unlock_reset.as_ref()?;
-        let values = self
-            .resets
-            .get_or_try_init(|| async {
-                let row = sqlx::query(read).fetch_one(&mut **session.conn()).await?;
-                Ok::<_, sqlx::Error>([row.try_get(0)?, row.try_get(1)?, row.try_get(2)?])
-            })
-            .await;
-        values.ok()
-    }
 }
 
 #[async_trait]
@@ -78,19 +58,13 @@ impl Lease for AdvisoryLease {
                 return Ok(());
             }
         }
-        let resets = self.reset_values(&mut session).await;
         let last = self.keys.len().saturating_sub(1);
         for (i, key) in self.keys.iter().enumerate() {
-            let q = match (&self.unlock_reset, resets) {
-                (Some(both), Some([a, b, c])) if i == last => {
-                    sqlx::query(AssertSqlSafe(both.as_str()))
-                        .bind(key.as_str())
-                        .bind(a.as_str())
-                        .bind(b.as_str())
-                        .bind(c.as_str())
-                }
-                _ => sqlx::query(AssertSqlSafe(self.unlock.as_str())).bind(key.as_str()),
+            let unlock = match &self.unlock_reset {
+                Some(both) if i == last => both,
+                _ => &self.unlock,
             };
+            let q = sqlx::query(AssertSqlSafe(unlock.as_str())).bind(key.as_str());
             // On any failure the session is dropped, so closed: the database frees the lock.
             match fetch_i64(q, session.conn()).await {
                 Ok(1) => {}
@@ -101,7 +75,7 @@ impl Lease for AdvisoryLease {
                 Err(e) => return Err(map(e, &held.label, Some(&held.name))),
             }
         }
-        if resets.is_some() {
+        if self.unlock_reset.is_some() {
             // The last unlock put the settings back.
             session.give_back();
         } else {

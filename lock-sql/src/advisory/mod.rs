@@ -96,9 +96,6 @@ pub(crate) struct AdvisoryLock {
     /// Holder identities (see `sessions.rs`).
     sessions: Option<SessionStatements>,
     registered: std::sync::Mutex<std::collections::HashSet<String>>,
-    /// PostgreSQL: what `RESET` restores for the settings a hold changes, read at the first
-    /// release (see `AdvisoryStatements::reset_values`).
-    resets: Arc<tokio::sync::OnceCell<[String; 3]>>,
 }
 
 impl AdvisoryLock {
@@ -128,7 +125,6 @@ impl AdvisoryLock {
             queue_tag: "",
             sessions,
             registered: Default::default(),
-            resets: Arc::default(),
         })
     }
 
@@ -359,7 +355,6 @@ impl AdvisoryLock {
                 keys,
                 unlock: self.texts.unlock.clone(),
                 unlock_reset: self.texts.unlock_reset.clone(),
-                resets: Arc::clone(&self.resets),
                 sql: Arc::clone(&self.sql),
                 held: Held::new(name, label, what, idle),
             }),

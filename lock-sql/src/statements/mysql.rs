@@ -155,7 +155,6 @@ pub(crate) fn advisory(t: &str) -> AdvisoryStatements {
         try_lock: format!("SELECT CAST(COALESCE(GET_LOCK({key}, 0), -1) AS SIGNED)"),
         try_draw: None,
         unlock_reset: None,
-        reset_values: None,
         unlock: format!("SELECT CAST(COALESCE(RELEASE_LOCK({key}), -1) AS SIGNED)"),
         held: format!("SELECT CAST(COALESCE(IS_USED_LOCK({key}), 0) AS SIGNED)"),
         // Callers queued in GET_LOCK cannot be seen (without performance_schema): the holder

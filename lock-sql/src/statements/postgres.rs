@@ -193,24 +193,17 @@ fn advisory_try_draw(t: &str, try_lock: &str) -> String {
 }
 
 /// `unlock` (a one-BIGINT `SELECT`) and the session's reset in one statement: the settings
-/// `advisory_lock_wait` and `advisory_idle` change set back, as session settings, to `$2`,
-/// `$3`, `$4` — the values `RESET` restores, read once per client by
-/// [`ADVISORY_RESET_VALUES`]. (Reading `pg_settings` in the statement itself doubled the
-/// cycle's cost: the view builds every setting's row.)
+/// `advisory_lock_wait` and `advisory_idle` change, each `set_config(name, NULL, false)`,
+/// which is `RESET name` (PostgreSQL's `set_config` with a null value resets the setting to
+/// the value it would have without a `SET`, and its source back to that value's own, so a
+/// configuration reload reaches the pooled connection as it would after `RESET`).
 fn advisory_unlock_reset(unlock: &str) -> String {
     format!(
-        "{unlock}, set_config('lock_timeout', $2, false), \
-         set_config('client_connection_check_interval', $3, false), \
-         set_config('idle_session_timeout', $4, false)"
+        "{unlock}, set_config('lock_timeout', NULL, false), \
+         set_config('client_connection_check_interval', NULL, false), \
+         set_config('idle_session_timeout', NULL, false)"
     )
 }
-
-/// The values `RESET` restores for the three settings of [`advisory_unlock_reset`], in its
-/// order: one row of three texts.
-const ADVISORY_RESET_VALUES: &str = "SELECT \
-     (SELECT reset_val FROM pg_settings WHERE name = 'lock_timeout'), \
-     (SELECT reset_val FROM pg_settings WHERE name = 'client_connection_check_interval'), \
-     (SELECT reset_val FROM pg_settings WHERE name = 'idle_session_timeout')";
 
 /// Session-level: how long `pg_advisory_lock` waits (ms, 0 = forever). The connection check
 /// makes a waiter whose client went away (a cancelled acquire closes its connection) leave the
@@ -240,7 +233,6 @@ pub(crate) fn advisory(t: &str) -> AdvisoryStatements {
         unlock_reset: Some(advisory_unlock_reset(&format!(
             "SELECT CAST(CAST(pg_advisory_unlock({key}) AS INT) AS BIGINT)"
         ))),
-        reset_values: Some(ADVISORY_RESET_VALUES),
         held: advisory_locks(t, "AND granted"),
         queued: advisory_locks(t, ""),
         draw_token: draw_token(t),

@@ -166,9 +166,6 @@ pub(crate) struct AdvisoryStatements {
     pub unlock: String,
     /// See [`LockTexts::unlock_reset`].
     pub unlock_reset: Option<String>,
-    /// PostgreSQL: the values `unlock_reset` binds after the name (`$2`…`$4`: what `RESET`
-    /// restores), one row of texts, read once per client. `None` on MySQL/MariaDB.
-    pub reset_values: Option<&'static str>,
     /// Whether anyone holds the lock (for `inspect`): one BIGINT, > 0 when held.
     pub held: String,
     /// How many sessions hold or wait for the lock (the semaphore's `inspect` of its gate): one
@@ -206,9 +203,9 @@ pub(crate) struct LockTexts {
     /// MySQL/MariaDB.
     pub try_draw: Option<String>,
     /// PostgreSQL: `unlock` and `AdvisoryStatements::reset` in one statement (its first column
-    /// answers as `unlock`; the settings go back whatever it answers), binding after the name
-    /// the values of `AdvisoryStatements::reset_values`: a release's last unlock, after which
-    /// the connection returns to the pool with no further round trip. `None` on MySQL/MariaDB.
+    /// answers as `unlock`; the settings go back whatever it answers): a release's last unlock,
+    /// after which the connection returns to the pool with no further round trip. `None` on
+    /// MySQL/MariaDB.
     pub unlock_reset: Option<String>,
 }
 
