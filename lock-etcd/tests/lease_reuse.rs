@@ -35,6 +35,17 @@ async fn holding_lease(lock: &dyn DistributedLock, name: &str) -> String {
         .expect("a held etcd lock names its lease")
 }
 
+/// Revokes the lease named `hex` behind the client's back, as an operator's
+/// `etcdctl lease revoke` would.
+async fn revoke(hex: &str) {
+    support::raw(&single_url())
+        .await
+        .lease_client()
+        .revoke(i64::from_str_radix(hex, 16).unwrap())
+        .await
+        .unwrap();
+}
+
 #[tokio::test]
 async fn uncontended_cycles_grant_no_lease_after_the_first() {
     let _serial = SERIAL.lock().await;
@@ -67,7 +78,6 @@ async fn uncontended_cycles_grant_no_lease_after_the_first() {
 async fn a_guard_on_a_reused_lease_is_lost_when_that_lease_goes() {
     let _serial = SERIAL.lock().await;
     let lock = support::connect_or_explain(&single_url()).await;
-    let raw = support::raw(&single_url()).await;
     let opts = AcquireOptions::new().ttl(Duration::from_secs(60));
     let name = unique("reuse-lost");
 
@@ -90,10 +100,7 @@ async fn a_guard_on_a_reused_lease_is_lost_when_that_lease_goes() {
 
     // The lease revoked behind our back (an operator's `etcdctl lease revoke`): the guard on
     // it is lost, and the lock is free.
-    raw.lease_client()
-        .revoke(i64::from_str_radix(&lease, 16).unwrap())
-        .await
-        .unwrap();
+    revoke(&lease).await;
     let lost = tokio::time::timeout(Duration::from_secs(5), second.lost()).await;
     assert!(
         lost.is_ok(),
@@ -107,7 +114,6 @@ async fn a_guard_on_a_reused_lease_is_lost_when_that_lease_goes() {
 async fn a_lease_gone_while_pooled_is_replaced() {
     let _serial = SERIAL.lock().await;
     let lock = support::connect_or_explain(&single_url()).await;
-    let raw = support::raw(&single_url()).await;
     let opts = AcquireOptions::new().ttl(Duration::from_secs(60));
     let name = unique("reuse-gone");
 
@@ -115,10 +121,7 @@ async fn a_lease_gone_while_pooled_is_replaced() {
     let lease = holding_lease(lock.as_ref(), &name).await;
     first.release().await.unwrap();
     // Revoked while idle in the client's pool.
-    raw.lease_client()
-        .revoke(i64::from_str_radix(&lease, 16).unwrap())
-        .await
-        .unwrap();
+    revoke(&lease).await;
 
     let second = lock.acquire(&name, &opts).await.unwrap();
     let now = holding_lease(lock.as_ref(), &name).await;

@@ -43,6 +43,17 @@ async fn queued(
     task
 }
 
+/// Waits (at most 3 s) until the client behind `proxy` sends something — a waiter's heartbeat
+/// round, once a second — and returns when it did.
+async fn after_a_heartbeat(proxy: &FaultProxy) -> Instant {
+    let seen = proxy.chunks_sent();
+    let beat = Instant::now();
+    while proxy.chunks_sent() == seen && beat.elapsed() < Duration::from_secs(3) {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    Instant::now()
+}
+
 async fn pttl(key: &str) -> i64 {
     run(ports(&single_url())[0], redis::cmd("PTTL").arg(key)).await
 }
@@ -89,11 +100,7 @@ async fn head_is_granted(identity: Option<&str>) {
     tokio::time::sleep(Duration::from_millis(300)).await;
     // Right after one of the waiter's heartbeats (once a second), so the next one cannot fall
     // between the release and the grant.
-    let seen = proxy.chunks_sent();
-    let beat = Instant::now();
-    while proxy.chunks_sent() == seen && beat.elapsed() < Duration::from_secs(3) {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    after_a_heartbeat(&proxy).await;
     tokio::time::sleep(Duration::from_millis(50)).await;
     let before = proxy.chunks_sent();
     let released_at = Instant::now();
@@ -238,12 +245,7 @@ async fn a_grant_that_lapsed_while_the_heads_round_was_on_its_way_is_not_taken()
 
     // Right after one of the head's heartbeat rounds (once a second): its place now lasts
     // 3 s, and its next round leaves in about 1 s and lands DELAY later.
-    let seen = proxy.chunks_sent();
-    let beat = Instant::now();
-    while proxy.chunks_sent() == seen && beat.elapsed() < Duration::from_secs(3) {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    let refreshed = Instant::now();
+    let refreshed = after_a_heartbeat(&proxy).await;
     proxy.set_upward_latency(DELAY);
     tokio::time::sleep_until(refreshed + Duration::from_millis(1_500)).await;
 

@@ -146,6 +146,22 @@ async fn released_connection_returns_to_the_pool_clean() {
             }
         };
         let session = one(session_sql).await;
+        // The same session serves the next statement, with every setting as it was.
+        let reused_clean = |when: &'static str| {
+            let (one, url) = (&one, &url);
+            async move {
+                assert_eq!(
+                    one(session_sql).await,
+                    session,
+                    "{url}: the session was not reused{when}"
+                );
+                assert_eq!(
+                    one(clean_sql).await,
+                    1,
+                    "{url}: session settings left behind{when}"
+                );
+            }
+        };
         let name = format!("reuse-{}", &lock_core::backend::owner_token()[..8]);
         let opts = wait_ms(2000).ttl(Duration::from_millis(300));
         let mut last = 0;
@@ -154,16 +170,7 @@ async fn released_connection_returns_to_the_pool_clean() {
             assert!(g.fencing_token() > last, "{url}");
             last = g.fencing_token();
             g.release().await.unwrap();
-            assert_eq!(
-                one(session_sql).await,
-                session,
-                "{url}: the session was not reused"
-            );
-            assert_eq!(
-                one(clean_sql).await,
-                1,
-                "{url}: session settings left behind"
-            );
+            reused_clean("").await;
         }
         // A lock taken after a wait (which sets the wait's bounds on the session too) goes back
         // clean as well.
@@ -188,16 +195,7 @@ async fn released_connection_returns_to_the_pool_clean() {
         });
         released.unwrap();
         waited.unwrap().release().await.unwrap();
-        assert_eq!(
-            one(session_sql).await,
-            session,
-            "{url}: the session was not reused"
-        );
-        assert_eq!(
-            one(clean_sql).await,
-            1,
-            "{url}: session settings left behind after a wait"
-        );
+        reused_clean(" after a wait").await;
         assert!(!lock.inspect(&name).await.unwrap().held, "{url}");
     }
 }

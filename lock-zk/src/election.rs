@@ -42,7 +42,8 @@ pub(crate) struct First {
 }
 
 /// The first node of `kind` in `name`'s directory under `base`, read through `session` as of
-/// the call (behind a write of our own, see `read.rs`), or `None` when there is none. `label` names the backend in errors.
+/// the call (behind a write of our own, see `read.rs`), or `None` when there is none. `label`
+/// names the backend in errors.
 pub(crate) async fn first_node(
     session: &Session,
     base: &str,

@@ -32,7 +32,7 @@ impl Session {
             .await
             .is_ok()
         {
-            drop(self.0.take());
+            self.give_back();
         }
     }
 }

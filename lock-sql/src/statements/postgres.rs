@@ -219,6 +219,7 @@ fn advisory_idle(idle: u64) -> String {
 
 pub(crate) fn advisory(t: &str) -> AdvisoryStatements {
     let key = advisory_key(t);
+    let unlock = format!("SELECT CAST(CAST(pg_advisory_unlock({key}) AS INT) AS BIGINT)");
     AdvisoryStatements {
         register: Some(advisory_register(t)),
         lock_wait: Some(advisory_lock_wait),
@@ -229,10 +230,8 @@ pub(crate) fn advisory(t: &str) -> AdvisoryStatements {
             t,
             &format!("pg_try_advisory_lock({key})"),
         )),
-        unlock: format!("SELECT CAST(CAST(pg_advisory_unlock({key}) AS INT) AS BIGINT)"),
-        unlock_reset: Some(advisory_unlock_reset(&format!(
-            "SELECT CAST(CAST(pg_advisory_unlock({key}) AS INT) AS BIGINT)"
-        ))),
+        unlock_reset: Some(advisory_unlock_reset(&unlock)),
+        unlock,
         held: advisory_locks(t, "AND granted"),
         queued: advisory_locks(t, ""),
         draw_token: draw_token(t),
@@ -263,19 +262,23 @@ fn advisory_rw(t: &str) -> RwTexts {
     let key = advisory_key(t);
     let pair =
         format!("CAST(({key} >> 32) AS INT), CAST((({key} & 4294967295) - 2147483648) AS INT)");
-    let texts = |shared: &str| LockTexts {
-        lock: format!("SELECT CAST(length(pg_advisory_lock{shared}({pair})::text) + 1 AS BIGINT)"),
-        try_lock: format!(
-            "SELECT CAST(CAST(pg_try_advisory_lock{shared}({pair}) AS INT) AS BIGINT)"
-        ),
-        unlock: format!("SELECT CAST(CAST(pg_advisory_unlock{shared}({pair}) AS INT) AS BIGINT)"),
-        unlock_reset: Some(advisory_unlock_reset(&format!(
-            "SELECT CAST(CAST(pg_advisory_unlock{shared}({pair}) AS INT) AS BIGINT)"
-        ))),
-        try_draw: Some(advisory_try_draw(
-            t,
-            &format!("pg_try_advisory_lock{shared}({pair})"),
-        )),
+    let texts = |shared: &str| {
+        let unlock =
+            format!("SELECT CAST(CAST(pg_advisory_unlock{shared}({pair}) AS INT) AS BIGINT)");
+        LockTexts {
+            lock: format!(
+                "SELECT CAST(length(pg_advisory_lock{shared}({pair})::text) + 1 AS BIGINT)"
+            ),
+            try_lock: format!(
+                "SELECT CAST(CAST(pg_try_advisory_lock{shared}({pair}) AS INT) AS BIGINT)"
+            ),
+            unlock_reset: Some(advisory_unlock_reset(&unlock)),
+            unlock,
+            try_draw: Some(advisory_try_draw(
+                t,
+                &format!("pg_try_advisory_lock{shared}({pair})"),
+            )),
+        }
     };
     RwTexts {
         read: texts("_shared"),
