@@ -60,7 +60,7 @@ pub mod configs {
         docsrs,
         doc(cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite")))
     )]
-    pub use lock_sql::{Dialect, Mode, SqlConfig, SqlLock};
+    pub use lock_sql::{liveness as sql_liveness, Dialect, Mode, SqlConfig, SqlLock};
     #[cfg(feature = "zookeeper")]
     #[cfg_attr(docsrs, doc(cfg(feature = "zookeeper")))]
     pub use lock_zk::{ZkConfig, ZkLock};

@@ -50,8 +50,9 @@ impl RawClient {
                 let opts =
                     AnyConnectOptions::from_str(&sql_url(&t.url)).map_err(|e| e.to_string())?;
                 let sqlite = t.url.starts_with("sqlite");
-                // The same SQLite settings the lock uses, so the comparison is like for like.
-                let pool = AnyPoolOptions::new()
+                // The same SQLite settings and pool liveness check the lock uses, so the
+                // comparison is like for like.
+                let pool = distlock::configs::sql_liveness::check_when_idle(AnyPoolOptions::new())
                     .max_connections(4)
                     .after_connect(move |conn, _| {
                         Box::pin(async move {

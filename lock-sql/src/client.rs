@@ -53,7 +53,7 @@ impl SqlClient {
         })?;
         let sql = statements::client(cfg.dialect, cfg.mode, &cfg.table);
         let session = sql.session;
-        let pool = AnyPoolOptions::new()
+        let pool = crate::liveness::check_when_idle(AnyPoolOptions::new())
             .max_connections(cfg.max_connections)
             .min_connections(0)
             .acquire_timeout(cfg.connect_timeout)

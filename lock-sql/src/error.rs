@@ -38,6 +38,22 @@ pub(crate) fn classify(err: sqlx::Error, backend: &str, name: Option<&str>) -> F
     Failure::Error(map(err, backend, name))
 }
 
+/// Whether `err` says the connection died under a statement, which may or may not have run: an
+/// I/O or protocol failure (a refused connection or a pool timeout is not one). The pool hands
+/// out connections used moments ago without a ping ([`crate::liveness`]), so a statement keyed
+/// by its holder's token is worth sending once more on a fresh connection.
+pub(crate) fn connection_died(err: &LockError) -> bool {
+    match err {
+        LockError::Unavailable {
+            source: Some(source),
+            ..
+        } => source
+            .downcast_ref::<sqlx::Error>()
+            .is_some_and(|e| matches!(e, sqlx::Error::Io(_) | sqlx::Error::Protocol(_))),
+        _ => false,
+    }
+}
+
 fn is_lock_wait(msg: &str) -> bool {
     msg.contains("Lock wait timeout")
         || msg.contains("lock timeout")

@@ -126,6 +126,7 @@ mod error;
 mod for_update;
 mod held;
 mod holders;
+pub mod liveness;
 mod lock;
 mod notify;
 mod permits;

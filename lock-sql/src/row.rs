@@ -37,6 +37,7 @@ use tracing::Instrument;
 use crate::client::SqlClient;
 use crate::config::Dialect;
 use crate::error::{classify, map, Failure};
+use crate::liveness::resend_on_dead_connection;
 use crate::notify::Wakeups;
 use crate::statements::{self, RowStatements};
 
@@ -619,13 +620,24 @@ impl RowLease {
     {
         retrying(&self.label, &self.name, f).await
     }
+
+    /// [`Self::with_retries`], sent again when the connection died under it: for the
+    /// lease's own statements, keyed by its owner, which are safe to run twice.
+    async fn on_a_live_connection<T, F, Fut>(&self, f: F) -> Result<T, LockError>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = Result<T, Failure>>,
+    {
+        let who = (self.label.as_str(), self.name.as_str());
+        resend_on_dead_connection(&self.pool, who, || self.with_retries(&f)).await
+    }
 }
 
 #[async_trait]
 impl Lease for RowLease {
     async fn renew(&self, ttl: Duration) -> Result<Option<Duration>, LockError> {
         let n = self
-            .with_retries(|| async {
+            .on_a_live_connection(|| async {
                 sqlx::query(AssertSqlSafe(self.sql.renew.as_str()))
                     .bind(ms(ttl))
                     .bind(&self.name)
@@ -655,7 +667,7 @@ impl Lease for RowLease {
     }
 
     async fn release(&self) -> Result<(), LockError> {
-        match self.with_retries(|| self.delete()).await? {
+        match self.on_a_live_connection(|| self.delete()).await? {
             0 => {
                 tracing::debug!(
                     backend = %self.label,

@@ -12,6 +12,7 @@ use sqlx::AssertSqlSafe;
 use super::wake;
 use crate::client::SqlClient;
 use crate::error::map;
+use crate::liveness::resend_on_dead_connection;
 use crate::statements::PermitStatements;
 
 /// One member of one name: what its holder or waiter runs on its own rows.
@@ -28,19 +29,25 @@ pub(crate) struct Member {
 }
 
 impl Member {
-    /// Runs `stmt` bound to `(…args before, name, family, member)`: rows affected.
+    /// Runs `stmt` bound to `(…args before, name, family, member)`: rows affected. Sent again
+    /// when the connection died under it (each of these statements names only this member,
+    /// so running one twice is safe).
     async fn run(&self, stmt: &str, ttl: Option<Duration>) -> Result<u64, LockError> {
-        let mut q = sqlx::query(AssertSqlSafe(stmt.to_owned()));
-        if let Some(ttl) = ttl {
-            q = q.bind(i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX).max(1));
-        }
-        q.bind(self.name.clone())
-            .bind(self.family)
-            .bind(self.member.clone())
-            .execute(&self.client.pool)
-            .await
-            .map(|r| r.rows_affected())
-            .map_err(|e| map(e, &self.client.label, Some(&self.name)))
+        let who = (self.client.label.as_str(), self.name.as_str());
+        resend_on_dead_connection(&self.client.pool, who, || async {
+            let mut q = sqlx::query(AssertSqlSafe(stmt.to_owned()));
+            if let Some(ttl) = ttl {
+                q = q.bind(i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX).max(1));
+            }
+            q.bind(self.name.clone())
+                .bind(self.family)
+                .bind(self.member.clone())
+                .execute(&self.client.pool)
+                .await
+                .map(|r| r.rows_affected())
+                .map_err(|e| map(e, &self.client.label, Some(&self.name)))
+        })
+        .await
     }
 
     /// Takes every trace of this member out (holder and waiter rows) and wakes this process's

@@ -281,6 +281,13 @@ impl Harness for SqlHarness {
 /// A client of `url` routed through a fresh [`FaultProxy`] (PostgreSQL and MariaDB only), and
 /// the proxy that carries its traffic.
 pub async fn through_proxy(url: &str) -> (SqlLock, FaultProxy) {
+    let (proxied, proxy) = proxied_url(url).await;
+    (connect_or_explain(&proxied).await, proxy)
+}
+
+/// A proxy in front of `url`'s server, and `url` pointed at it.
+#[allow(dead_code)]
+pub async fn proxied_url(url: &str) -> (String, FaultProxy) {
     let upstream = url_port(url).expect("a URL with a port");
     let proxy = FaultProxy::start(([127, 0, 0, 1], upstream).into())
         .await
@@ -289,7 +296,7 @@ pub async fn through_proxy(url: &str) -> (SqlLock, FaultProxy) {
         &format!(":{upstream}/"),
         &format!(":{}/", proxy.addr().port()),
     );
-    (connect_or_explain(&proxied).await, proxy)
+    (proxied, proxy)
 }
 
 fn url_port(url: &str) -> Option<u16> {

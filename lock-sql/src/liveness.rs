@@ -1,0 +1,67 @@
+//! When a pooled connection is checked for liveness before use: only once it has sat idle in
+//! the pool for [`CHECK_AFTER_IDLE`].
+//!
+//! sqlx pings every connection it takes from the pool (`test_before_acquire`) and again when
+//! it goes back. The ping on the way out is a round trip before each statement, the largest
+//! cost of a short lock statement after the statement itself. A connection that went back to
+//! the pool moments ago was answered moments ago, so the check is skipped for it, as HikariCP
+//! does (its `aliveBypassWindowMs`, 500 ms by default).
+//!
+//! The trade-off, which the README states: a connection that dies within that window (the
+//! server restarted, the backend was terminated) fails the statement that next uses it, with
+//! [`lock_core::LockError::Unavailable`], instead of being replaced silently; sqlx's ping when
+//! the connection goes back closes it, so the call after that gets a live one. A holder's own
+//! statements (renewal, release), which are safe to run twice, are sent again at once
+//! ([`resend_on_dead_connection`]), so a release is not lost to a dead connection.
+
+use std::future::Future;
+use std::time::Duration;
+
+use lock_core::LockError;
+use sqlx::any::AnyPoolOptions;
+use sqlx::{AnyPool, Connection};
+
+use crate::error::connection_died;
+
+/// How long a connection sits idle in the pool before it is pinged on its way out.
+pub const CHECK_AFTER_IDLE: Duration = Duration::from_millis(500);
+
+/// `options` with the pool's liveness check limited to connections idle for at least
+/// [`CHECK_AFTER_IDLE`].
+pub fn check_when_idle(options: AnyPoolOptions) -> AnyPoolOptions {
+    options
+        .test_before_acquire(false)
+        .before_acquire(|conn, meta| {
+            Box::pin(async move {
+                if meta.idle_for >= CHECK_AFTER_IDLE {
+                    conn.ping().await?;
+                }
+                Ok(true)
+            })
+        })
+}
+
+/// Runs `f` — a statement keyed by its holder's token or member id, safe to run twice — and
+/// sends it again when the connection died under it ([`crate::error::connection_died`]): at
+/// most once per connection `pool` may hold and once more, since every idle one may have
+/// died with it. Other outcomes are returned at once.
+pub(crate) async fn resend_on_dead_connection<T, F, Fut>(
+    pool: &AnyPool,
+    (label, name): (&str, &str),
+    f: F,
+) -> Result<T, LockError>
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Result<T, LockError>>,
+{
+    let mut tries = pool.options().get_max_connections();
+    loop {
+        match f().await {
+            Err(e) if tries > 0 && connection_died(&e) => {
+                tries -= 1;
+                tracing::debug!(backend = %label, name = %name, error = %e, "the connection died under a holder's statement; sending it again");
+            }
+            done => return done,
+        }
+    }
+}

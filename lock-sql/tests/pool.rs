@@ -1,0 +1,208 @@
+//! The lock's connection pool on real PostgreSQL and MariaDB: a connection used moments ago is
+//! not pinged before its next statement (`lock_sql::liveness`), one that died while idle is
+//! replaced without the caller seeing it, and one that died within the no-ping window fails at
+//! most one call, with a typed error, leaving no lock behind.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::time::Duration;
+
+use lock_core::fault::FaultProxy;
+use lock_core::{AcquireOptions, DistributedLock, LockError};
+use lock_sql::liveness::CHECK_AFTER_IDLE;
+use support::*;
+use tokio::time::Instant;
+
+/// Every mode on both servers, each with a small pool (for_update holds one connection and
+/// draws its token on another); killing the proxy kills every one of them.
+fn urls() -> Vec<String> {
+    let mut urls = Vec::new();
+    for base in [postgres_url(), mysql_url()] {
+        for mode in ["row", "for_update", "advisory"] {
+            urls.push(format!("{base}?mode={mode}&max_connections=2"));
+        }
+    }
+    urls
+}
+
+fn wait_ms(ms: u64) -> AcquireOptions {
+    AcquireOptions::new().wait(Duration::from_millis(ms))
+}
+
+fn unique(what: &str) -> String {
+    format!("{what}-{}", &lock_core::backend::owner_token()[..8])
+}
+
+/// One acquire + release cycle, returning the token.
+async fn cycle(lock: &lock_sql::SqlLock, name: &str) -> u64 {
+    let g = lock.acquire(name, &wait_ms(2000)).await.unwrap();
+    let token = g.fencing_token();
+    g.release().await.unwrap();
+    token
+}
+
+/// `url`'s client through a fresh proxy, and another client of the same server beside it.
+async fn proxied_and_other(url: &str) -> (lock_sql::SqlLock, FaultProxy, lock_sql::SqlLock) {
+    let (lock, proxy) = through_proxy(url).await;
+    let other = connect_or_explain(&url.replace("max_connections=2", "max_connections=3")).await;
+    (lock, proxy, other)
+}
+
+/// Nothing was left held: `other` takes `name` at once (not after a TTL), with a token above
+/// `after`, and lets it go; its token.
+async fn taken_at_once(other: &lock_sql::SqlLock, name: &str, after: u64, url: &str) -> u64 {
+    let t = Instant::now();
+    let o = other.acquire(name, &wait_ms(3000)).await.unwrap();
+    assert!(
+        t.elapsed() < Duration::from_secs(1),
+        "{url}: the next client waited {:?}",
+        t.elapsed()
+    );
+    assert!(o.fencing_token() > after, "{url}");
+    let token = o.fencing_token();
+    o.release().await.unwrap();
+    token
+}
+
+/// The fewest requests of three inspects through `proxy`, each after `pause` (a request split
+/// over two reads counts twice, so the fewest counts).
+async fn fewest_requests(
+    lock: &lock_sql::SqlLock,
+    name: &str,
+    proxy: &lock_core::fault::FaultProxy,
+    pause: Duration,
+) -> u64 {
+    let mut fewest = u64::MAX;
+    for _ in 0..3 {
+        tokio::time::sleep(pause).await;
+        let before = proxy.chunks_sent();
+        assert!(!lock.inspect(name).await.unwrap().held);
+        // sqlx pings a connection as it goes back to the pool, off the caller's path: wait
+        // for that ping so that every count has it.
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        fewest = fewest.min(proxy.chunks_sent() - before);
+    }
+    fewest
+}
+
+/// A hot connection goes straight to its statements; one idle past the window is pinged first
+/// (sqlx's default pings both, so the counts would be equal).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_used_moments_ago_is_not_pinged() {
+    for url in [
+        format!("{}?mode=row&max_connections=1", postgres_url()),
+        format!("{}?mode=row&max_connections=1", mysql_url()),
+    ] {
+        let (lock, proxy) = through_proxy(&url).await;
+        let name = unique("hot");
+        cycle(&lock, &name).await;
+        let hot = fewest_requests(&lock, &name, &proxy, Duration::from_millis(50)).await;
+        let idle = fewest_requests(&lock, &name, &proxy, CHECK_AFTER_IDLE * 2).await;
+        assert_eq!(
+            idle,
+            hot + 1,
+            "{url}: an inspect sent {hot} requests on a hot connection and {idle} on an idle one \
+             (the idle one's ping is the difference)"
+        );
+    }
+}
+
+/// A pooled connection that died while idle longer than the window is found dead by the ping
+/// and replaced: the caller's acquisition succeeds as if nothing happened.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_that_died_while_idle_is_replaced_unseen() {
+    for url in urls() {
+        let (lock, proxy) = through_proxy(&url).await;
+        let name = unique("idle-dead");
+        let first = cycle(&lock, &name).await;
+        proxy.kill();
+        proxy.heal();
+        tokio::time::sleep(CHECK_AFTER_IDLE + Duration::from_millis(200)).await;
+        let g = lock
+            .acquire(&name, &wait_ms(2000))
+            .await
+            .unwrap_or_else(|e| panic!("{url}: the dead idle connection was not replaced: {e}"));
+        assert!(g.fencing_token() > first, "{url}");
+        g.release().await.unwrap();
+    }
+}
+
+/// A pooled connection that died moments after its last use (within the window, so not
+/// pinged) fails at most the one call that meets it, with `Unavailable`, and that call leaves
+/// no lock behind; with every connection of the pool dead, a call at the latest after one per
+/// connection runs on a fresh one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_that_died_moments_after_use_fails_one_call_at_most() {
+    for url in urls() {
+        let (lock, proxy, other) = proxied_and_other(&url).await;
+        let name = unique("hot-dead");
+        let mut last = cycle(&lock, &name).await;
+        proxy.kill();
+        proxy.heal();
+        let mut failed = 0;
+        loop {
+            match lock.try_acquire(&name, &AcquireOptions::new()).await {
+                Ok(Some(g)) => {
+                    assert!(g.fencing_token() > last, "{url}");
+                    g.release().await.unwrap();
+                    break;
+                }
+                Err(LockError::Unavailable { .. }) if failed < 2 => failed += 1,
+                other => panic!("{url}: call {} after the kill gave {other:?}", failed + 1),
+            }
+            last = taken_at_once(&other, &name, last, &url).await;
+        }
+    }
+}
+
+/// A guard whose release meets a connection that died moments after its last use still
+/// releases: the release's statement is keyed by the guard's token, so it is sent again on a
+/// fresh connection, and the next client does not wait out the TTL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_on_a_connection_that_died_moments_ago_still_releases() {
+    for url in urls() {
+        let (lock, proxy, other) = proxied_and_other(&url).await;
+        let name = unique("release-dead");
+        let g = lock.acquire(&name, &wait_ms(2000)).await.unwrap();
+        let token = g.fencing_token();
+        proxy.kill();
+        proxy.heal();
+        match g.release().await {
+            Ok(()) => {}
+            // Advisory and for_update holds live on their own connection: killing it ends the
+            // hold on the server, which the release then reports.
+            Err(LockError::NotHeld { .. }) | Err(LockError::Unavailable { .. })
+                if !url.contains("mode=row") => {}
+            Err(e) => panic!("{url}: the release failed: {e}"),
+        }
+        taken_at_once(&other, &name, token, &url).await;
+    }
+}
+
+/// A semaphore permit's release (row mode, whose statements run on pooled connections) on a
+/// connection that died moments ago still releases: the next client gets the permit at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permit_release_on_a_connection_that_died_moments_ago_still_releases() {
+    for base in [postgres_url(), mysql_url()] {
+        let url = format!("{base}?mode=row&max_connections=2");
+        let (proxied, proxy) = proxied_url(&url).await;
+        let sem = lock_sql::connect_semaphore(&proxied).await.unwrap();
+        let other = lock_sql::connect_semaphore(&url).await.unwrap();
+        let name = unique("permit-dead");
+        let g = sem.acquire(&name, 1, &wait_ms(2000)).await.unwrap();
+        proxy.kill();
+        proxy.heal();
+        g.release()
+            .await
+            .unwrap_or_else(|e| panic!("{url}: the permit's release failed: {e}"));
+        let t = Instant::now();
+        let o = other.acquire(&name, 1, &wait_ms(3000)).await.unwrap();
+        assert!(
+            t.elapsed() < Duration::from_secs(1),
+            "{url}: the next client waited {:?} for the permit",
+            t.elapsed()
+        );
+        o.release().await.unwrap();
+    }
+}
