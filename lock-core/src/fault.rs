@@ -101,6 +101,12 @@ impl FaultProxy {
         self.inner.generation.send_modify(|g| *g += 1);
     }
 
+    /// Resets every open connection (what they held in flight is dropped) and keeps accepting
+    /// new ones, as a server that ended its sessions but stays up; the mode is unchanged.
+    pub fn reset_connections(&self) {
+        self.inner.generation.send_modify(|g| *g += 1);
+    }
+
     /// Stops forwarding in both directions; connections stay open (a partition).
     pub fn blackhole(&self) {
         self.inner.mode.send_replace(ProxyMode::Blackhole);

@@ -39,19 +39,31 @@ pub(crate) fn classify(err: sqlx::Error, backend: &str, name: Option<&str>) -> F
 }
 
 /// Whether `err` says the connection died under a statement, which may or may not have run: an
-/// I/O or protocol failure (a refused connection or a pool timeout is not one). The pool hands
-/// out connections used moments ago without a ping ([`crate::liveness`]), so a statement keyed
-/// by its holder's token is worth sending once more on a fresh connection.
+/// I/O or protocol failure, or the server ending the session ([`is_connection_code`]); a
+/// refused connection or a pool timeout is not one. The pool hands out connections used
+/// moments ago without a ping ([`crate::liveness`]), so a statement keyed by its holder's token
+/// is worth sending once more on a fresh connection.
 pub(crate) fn connection_died(err: &LockError) -> bool {
-    match err {
-        LockError::Unavailable {
-            source: Some(source),
-            ..
-        } => source
-            .downcast_ref::<sqlx::Error>()
-            .is_some_and(|e| matches!(e, sqlx::Error::Io(_) | sqlx::Error::Protocol(_))),
+    let LockError::Unavailable {
+        source: Some(source),
+        ..
+    } = err
+    else {
+        return false;
+    };
+    match source.downcast_ref::<sqlx::Error>() {
+        Some(sqlx::Error::Io(_) | sqlx::Error::Protocol(_)) => true,
+        Some(sqlx::Error::Database(db)) => db.code().is_some_and(|c| is_connection_code(&c)),
         _ => false,
     }
+}
+
+/// Error codes of a session the server ended or lost: PostgreSQL 08xxx (connection
+/// exceptions) and 57P01–57P03 (terminated by an administrator, a crash shutdown, cannot
+/// connect now); MySQL/MariaDB 1053 (server shutdown in progress), 1927 (connection killed)
+/// and 4031 (disconnected for inactivity).
+fn is_connection_code(code: &str) -> bool {
+    code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03" | "1053" | "1927" | "4031")
 }
 
 fn is_lock_wait(msg: &str) -> bool {
@@ -74,12 +86,7 @@ pub(crate) fn map(err: sqlx::Error, backend: &str, name: Option<&str>) -> LockEr
             format!("cannot reach the database: {err}"),
             Some(Box::new(err) as lock_core::BoxError),
         ),
-        sqlx::Error::Database(ref db)
-            if db.code().is_some_and(|c| {
-                // 57P01 admin shutdown / terminated, 08xxx connection exceptions, 28xxx auth.
-                c.starts_with("08") || c == "57P01" || c == "57P02" || c == "57P03"
-            }) =>
-        {
+        sqlx::Error::Database(ref db) if db.code().is_some_and(|c| is_connection_code(&c)) => {
             LockError::unavailable(
                 backend,
                 name,

@@ -43,25 +43,45 @@ pub fn check_when_idle(options: AnyPoolOptions) -> AnyPoolOptions {
 
 /// Runs `f` — a statement keyed by its holder's token or member id, safe to run twice — and
 /// sends it again when the connection died under it ([`crate::error::connection_died`]): at
-/// most once per connection `pool` may hold and once more, since every idle one may have
-/// died with it. Other outcomes are returned at once.
+/// most once per connection idle in `pool` when it starts, and once more (every idle one may
+/// have died with the first). Other outcomes are returned at once. With the result comes the
+/// first such failure when the statement was sent again: the first send may have run, so a
+/// statement that finds nothing the second time cannot tell "already done" from "never
+/// there".
 pub(crate) async fn resend_on_dead_connection<T, F, Fut>(
     pool: &AnyPool,
     (label, name): (&str, &str),
     f: F,
-) -> Result<T, LockError>
+) -> Result<(T, Option<LockError>), LockError>
 where
     F: Fn() -> Fut,
     Fut: Future<Output = Result<T, LockError>>,
 {
-    let mut tries = pool.options().get_max_connections();
+    let mut tries = pool.num_idle() + 1;
+    let mut first_failure = None;
     loop {
         match f().await {
+            Ok(v) => return Ok((v, first_failure)),
             Err(e) if tries > 0 && connection_died(&e) => {
                 tries -= 1;
                 tracing::debug!(backend = %label, name = %name, error = %e, "the connection died under a holder's statement; sending it again");
+                first_failure.get_or_insert(e);
             }
-            done => return done,
+            Err(e) => return Err(e),
         }
     }
+}
+
+/// The error of a release that was sent again after its connection died under it
+/// ([`resend_on_dead_connection`]) and then found nothing to release: the first send may have
+/// released it, or the lease had lapsed before — the store cannot tell which. `Unavailable`
+/// (as the first failure was), never `NotHeld`, which would say the hold had lapsed.
+pub(crate) fn unclear_release(label: &str, name: &str, first: LockError) -> LockError {
+    LockError::unavailable(
+        label,
+        Some(name),
+        "the connection died under the release, and the release sent again found nothing: the \
+         first one may have released the lock, or the lease had lapsed before",
+        Some(Box::new(first) as lock_core::BoxError),
+    )
 }

@@ -37,7 +37,7 @@ use tracing::Instrument;
 use crate::client::SqlClient;
 use crate::config::Dialect;
 use crate::error::{classify, map, Failure};
-use crate::liveness::resend_on_dead_connection;
+use crate::liveness::{resend_on_dead_connection, unclear_release};
 use crate::notify::Wakeups;
 use crate::statements::{self, RowStatements};
 
@@ -490,22 +490,27 @@ where
 }
 
 /// Leaves the queue of `name` as `member`, sweeping the name's lapsed places (again after a
-/// deadlock: a place left behind would hold every other waiter back until it lapsed).
+/// deadlock, and when the connection died under it: a place left behind would hold every
+/// other waiter back until it lapsed).
 async fn leave(
     (pool, sql, label): (&AnyPool, &RowStatements, &str),
     name: &str,
     member: &str,
 ) -> Result<u64, LockError> {
-    retrying(label, name, || async {
-        sqlx::query(AssertSqlSafe(sql.leave.as_str()))
-            .bind(name)
-            .bind(member)
-            .execute(pool)
-            .await
-            .map(|r| r.rows_affected())
-            .map_err(|e| classify(e, label, Some(name)))
-    })
-    .await
+    let once = || {
+        retrying(label, name, || async {
+            sqlx::query(AssertSqlSafe(sql.leave.as_str()))
+                .bind(name)
+                .bind(member)
+                .execute(pool)
+                .await
+                .map(|r| r.rows_affected())
+                .map_err(|e| classify(e, label, Some(name)))
+        })
+    };
+    Ok(resend_on_dead_connection(pool, (label, name), once)
+        .await?
+        .0)
 }
 
 /// Completes with `f`, or never when there is none.
@@ -621,9 +626,13 @@ impl RowLease {
         retrying(&self.label, &self.name, f).await
     }
 
-    /// [`Self::with_retries`], sent again when the connection died under it: for the
-    /// lease's own statements, keyed by its owner, which are safe to run twice.
-    async fn on_a_live_connection<T, F, Fut>(&self, f: F) -> Result<T, LockError>
+    /// [`Self::with_retries`], sent again when the connection died under it (with the first
+    /// such failure, see [`resend_on_dead_connection`]): for the lease's own statements, keyed
+    /// by its owner, which are safe to run twice.
+    async fn on_a_live_connection<T, F, Fut>(
+        &self,
+        f: F,
+    ) -> Result<(T, Option<LockError>), LockError>
     where
         F: Fn() -> Fut,
         Fut: std::future::Future<Output = Result<T, Failure>>,
@@ -636,7 +645,8 @@ impl RowLease {
 #[async_trait]
 impl Lease for RowLease {
     async fn renew(&self, ttl: Duration) -> Result<Option<Duration>, LockError> {
-        let n = self
+        // A renewal sent twice finds its row the second time too (it counts matched rows).
+        let (n, _) = self
             .on_a_live_connection(|| async {
                 sqlx::query(AssertSqlSafe(self.sql.renew.as_str()))
                     .bind(ms(ttl))
@@ -668,7 +678,11 @@ impl Lease for RowLease {
 
     async fn release(&self) -> Result<(), LockError> {
         match self.on_a_live_connection(|| self.delete()).await? {
-            0 => {
+            (0, Some(first)) => {
+                LocalQueue::wake(&self.queue_key);
+                Err(unclear_release(&self.label, &self.name, first))
+            }
+            (0, None) => {
                 tracing::debug!(
                     backend = %self.label,
                     name = %self.name,
@@ -680,7 +694,7 @@ impl Lease for RowLease {
                     "the lease expired and the row was taken over or removed",
                 ))
             }
-            _ => {
+            (_, _) => {
                 tracing::debug!(backend = %self.label, name = %self.name, "row deleted; waking this process's waiters");
                 LocalQueue::wake(&self.queue_key);
                 Ok(())

@@ -42,6 +42,18 @@ async fn cycle(lock: &lock_sql::SqlLock, name: &str) -> u64 {
     token
 }
 
+/// Kills every connection through `proxy` and waits (bounded: 5 s) until each is closed before
+/// accepting new ones, so nothing sent after this reaches the server on an old connection.
+async fn cut(proxy: &FaultProxy) {
+    proxy.kill();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while proxy.open_connections() > 0 {
+        assert!(Instant::now() < deadline, "the proxy kept connections open");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    proxy.heal();
+}
+
 /// `url`'s client through a fresh proxy, and another client of the same server beside it.
 async fn proxied_and_other(url: &str) -> (lock_sql::SqlLock, FaultProxy, lock_sql::SqlLock) {
     let (lock, proxy) = through_proxy(url).await;
@@ -53,9 +65,9 @@ async fn proxied_and_other(url: &str) -> (lock_sql::SqlLock, FaultProxy, lock_sq
 /// `after`, and lets it go; its token.
 async fn taken_at_once(other: &lock_sql::SqlLock, name: &str, after: u64, url: &str) -> u64 {
     let t = Instant::now();
-    let o = other.acquire(name, &wait_ms(3000)).await.unwrap();
+    let o = other.acquire(name, &wait_ms(10_000)).await.unwrap();
     assert!(
-        t.elapsed() < Duration::from_secs(1),
+        t.elapsed() < Duration::from_secs(5),
         "{url}: the next client waited {:?}",
         t.elapsed()
     );
@@ -80,7 +92,7 @@ async fn fewest_requests(
         assert!(!lock.inspect(name).await.unwrap().held);
         // sqlx pings a connection as it goes back to the pool, off the caller's path: wait
         // for that ping so that every count has it.
-        tokio::time::sleep(Duration::from_millis(30)).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
         fewest = fewest.min(proxy.chunks_sent() - before);
     }
     fewest
@@ -97,7 +109,7 @@ async fn a_connection_used_moments_ago_is_not_pinged() {
         let (lock, proxy) = through_proxy(&url).await;
         let name = unique("hot");
         cycle(&lock, &name).await;
-        let hot = fewest_requests(&lock, &name, &proxy, Duration::from_millis(50)).await;
+        let hot = fewest_requests(&lock, &name, &proxy, Duration::from_millis(100)).await;
         let idle = fewest_requests(&lock, &name, &proxy, CHECK_AFTER_IDLE * 2).await;
         assert_eq!(
             idle,
@@ -116,8 +128,7 @@ async fn a_connection_that_died_while_idle_is_replaced_unseen() {
         let (lock, proxy) = through_proxy(&url).await;
         let name = unique("idle-dead");
         let first = cycle(&lock, &name).await;
-        proxy.kill();
-        proxy.heal();
+        cut(&proxy).await;
         tokio::time::sleep(CHECK_AFTER_IDLE + Duration::from_millis(200)).await;
         let g = lock
             .acquire(&name, &wait_ms(2000))
@@ -138,8 +149,7 @@ async fn a_connection_that_died_moments_after_use_fails_one_call_at_most() {
         let (lock, proxy, other) = proxied_and_other(&url).await;
         let name = unique("hot-dead");
         let mut last = cycle(&lock, &name).await;
-        proxy.kill();
-        proxy.heal();
+        cut(&proxy).await;
         let mut failed = 0;
         loop {
             match lock.try_acquire(&name, &AcquireOptions::new()).await {
@@ -166,8 +176,7 @@ async fn a_release_on_a_connection_that_died_moments_ago_still_releases() {
         let name = unique("release-dead");
         let g = lock.acquire(&name, &wait_ms(2000)).await.unwrap();
         let token = g.fencing_token();
-        proxy.kill();
-        proxy.heal();
+        cut(&proxy).await;
         match g.release().await {
             Ok(()) => {}
             // Advisory and for_update holds live on their own connection: killing it ends the
@@ -191,18 +200,109 @@ async fn a_permit_release_on_a_connection_that_died_moments_ago_still_releases()
         let other = lock_sql::connect_semaphore(&url).await.unwrap();
         let name = unique("permit-dead");
         let g = sem.acquire(&name, 1, &wait_ms(2000)).await.unwrap();
-        proxy.kill();
-        proxy.heal();
+        cut(&proxy).await;
         g.release()
             .await
             .unwrap_or_else(|e| panic!("{url}: the permit's release failed: {e}"));
         let t = Instant::now();
-        let o = other.acquire(&name, 1, &wait_ms(3000)).await.unwrap();
+        let o = other.acquire(&name, 1, &wait_ms(10_000)).await.unwrap();
         assert!(
-            t.elapsed() < Duration::from_secs(1),
+            t.elapsed() < Duration::from_secs(5),
             "{url}: the next client waited {:?} for the permit",
             t.elapsed()
         );
         o.release().await.unwrap();
+    }
+}
+
+/// PostgreSQL ends a terminated backend's session with an error of its own (57P01) before the
+/// connection closes: a row-mode release on a pooled connection the server just terminated is
+/// sent again too, and releases.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_on_a_connection_the_server_terminated_still_releases() {
+    sqlx::any::install_default_drivers();
+    let app = format!("pool_term_{}", &lock_core::backend::owner_token()[..8]);
+    let url = format!(
+        "{}?mode=row&max_connections=2&application_name={app}",
+        postgres_url()
+    );
+    let admin = sqlx::AnyPool::connect(&postgres_url()).await.unwrap();
+    let lock = connect_or_explain(&url).await;
+    let name = unique("terminated");
+    let g = lock.acquire(&name, &wait_ms(2000)).await.unwrap();
+    // The lock's pooled connections (not its listener's), chosen before any is terminated
+    // (PostgreSQL may evaluate the terms of one WHERE in any order).
+    let terminated: Vec<i32> = sqlx::query_scalar(
+        "WITH victims AS MATERIALIZED (SELECT pid FROM pg_stat_activity \
+         WHERE application_name = $1 AND query NOT LIKE 'LISTEN%') \
+         SELECT pid FROM victims WHERE pg_terminate_backend(pid)",
+    )
+    .bind(&app)
+    .fetch_all(&admin)
+    .await
+    .unwrap();
+    assert!(
+        !terminated.is_empty(),
+        "no pooled connection of the lock found"
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let left: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(string_to_array($1, ',')::int[])",
+        )
+        .bind(terminated.iter().map(i32::to_string).collect::<Vec<_>>().join(","))
+        .fetch_one(&admin)
+        .await
+        .unwrap();
+        if left == 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "terminated backends still there");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let token = g.fencing_token();
+    g.release()
+        .await
+        .unwrap_or_else(|e| panic!("the release on a terminated connection failed: {e}"));
+    let other = connect_or_explain(&url).await;
+    taken_at_once(&other, &name, token, &url).await;
+}
+
+/// A release whose first send ran but whose answer was lost with the connection, sent again,
+/// finds nothing: it says `Unavailable` (released by the first send, or lapsed before — the
+/// store cannot tell), never `NotHeld`, which would tell the holder its hold had lapsed. The
+/// lock is free either way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_whose_answer_was_lost_is_unavailable_not_lost() {
+    for base in [postgres_url(), mysql_url()] {
+        // One connection, on which a first cycle prepares the statements: the release is then
+        // one round trip.
+        let url = format!("{base}?mode=row&max_connections=1");
+        let (lock, proxy, other) = proxied_and_other(&url).await;
+        let name = unique("answer-lost");
+        cycle(&lock, &name).await;
+        let g = lock.acquire(&name, &wait_ms(2000)).await.unwrap();
+        let token = g.fencing_token();
+        // (sqlx pings the connection as it goes back to the pool: let that finish first.)
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        // The release reaches the server after 1 s and its answer would come back 1 s later.
+        proxy.set_latency(Duration::from_secs(1));
+        let release = tokio::spawn(async move { g.release().await });
+        // Cut once the server has run it (another client sees the lock free), before the
+        // answer is back.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while other.inspect(&name).await.unwrap().held {
+            assert!(Instant::now() < deadline, "{url}: the release never ran");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        proxy.reset_connections();
+        proxy.heal();
+        match release.await.unwrap() {
+            Err(LockError::Unavailable { message, .. }) => {
+                assert!(message.contains("found nothing"), "{url}: {message}")
+            }
+            other => panic!("{url}: the release gave {other:?}"),
+        }
+        taken_at_once(&other, &name, token, &url).await;
     }
 }

@@ -12,7 +12,7 @@ use sqlx::AssertSqlSafe;
 use super::wake;
 use crate::client::SqlClient;
 use crate::error::map;
-use crate::liveness::resend_on_dead_connection;
+use crate::liveness::{resend_on_dead_connection, unclear_release};
 use crate::statements::PermitStatements;
 
 /// One member of one name: what its holder or waiter runs on its own rows.
@@ -29,10 +29,19 @@ pub(crate) struct Member {
 }
 
 impl Member {
-    /// Runs `stmt` bound to `(…args before, name, family, member)`: rows affected. Sent again
-    /// when the connection died under it (each of these statements names only this member,
-    /// so running one twice is safe).
+    /// Runs `stmt` bound to `(…args before, name, family, member)`: rows affected.
     async fn run(&self, stmt: &str, ttl: Option<Duration>) -> Result<u64, LockError> {
+        Ok(self.run_resent(stmt, ttl).await?.0)
+    }
+
+    /// [`Self::run`], with the first failure when the statement was sent again because its
+    /// connection died under it (each of these statements names only this member, so running
+    /// one twice is safe; see [`resend_on_dead_connection`]).
+    async fn run_resent(
+        &self,
+        stmt: &str,
+        ttl: Option<Duration>,
+    ) -> Result<(u64, Option<LockError>), LockError> {
         let who = (self.client.label.as_str(), self.name.as_str());
         resend_on_dead_connection(&self.client.pool, who, || async {
             let mut q = sqlx::query(AssertSqlSafe(stmt.to_owned()));
@@ -87,7 +96,11 @@ impl Lease for PermitLease {
     }
 
     async fn release(&self) -> Result<(), LockError> {
-        let released = self.0.run(&self.0.sql.release, None).await?;
+        let (released, resent) = self.0.run_resent(&self.0.sql.release, None).await?;
+        if let (0, Some(first)) = (released, resent) {
+            let _ = self.0.forget().await;
+            return Err(unclear_release(&self.0.client.label, &self.0.name, first));
+        }
         if released == 0 {
             // Lapsed: take what is left of it out all the same.
             let _ = self.0.forget().await;
