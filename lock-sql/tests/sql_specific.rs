@@ -327,3 +327,34 @@ async fn mariadb_for_update_tokens_continue_above_the_old_sequence() {
     }
     run(format!("DROP SEQUENCE IF EXISTS {table}_fence")).await;
 }
+
+/// for_update: a lock transaction begins in one round trip — its `BEGIN` and the database's
+/// own bounds on it (idle, lock wait) go together — so an uncontended acquisition is five
+/// requests: the begin, the locking read, the token's draw on another pooled connection and
+/// sqlx's ping as that connection goes back to the pool, and the proof that the row lock was
+/// held throughout (it was six: the bounds went on their own). Counted through a proxy after a
+/// first cycle has prepared the statements, the fewest of five.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn for_update_lock_transaction_begins_in_one_round_trip() {
+    for base in [postgres_url(), mysql_url()] {
+        let url = format!("{base}?mode=for_update&max_connections=2");
+        let (lock, proxy) = through_proxy(&url).await;
+        let name = format!("begin-{}", &lock_core::backend::owner_token()[..8]);
+        let mut fewest = u64::MAX;
+        for cycle in 0..6 {
+            let before = proxy.chunks_sent();
+            let g = lock.acquire(&name, &wait(2)).await.unwrap();
+            // The pool's ping of the token's connection, off the caller's path, is counted.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            if cycle > 0 {
+                fewest = fewest.min(proxy.chunks_sent() - before);
+            }
+            g.release().await.unwrap();
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(
+            fewest, 5,
+            "{url}: an uncontended acquisition sent {fewest} requests"
+        );
+    }
+}

@@ -150,21 +150,19 @@ impl ForUpdateLock {
             .map_err(|e| map(e, label, Some(name)))
     }
 
-    /// Sets, in `tx`, how long the database keeps it when its holder goes silent and how long
-    /// its statements wait for a row lock (`None` = forever; `NOWAIT` attempts get
-    /// a short bound; see [`bounds::tx_bounds`]).
-    async fn bound_tx(
+    /// A lock transaction on a pooled connection, begun in one round trip together with how
+    /// long the database keeps it when its holder goes silent and how long its statements wait
+    /// for a row lock (`None` = forever; `NOWAIT` attempts get a short bound; see
+    /// [`bounds::tx_bounds`]).
+    async fn begin_bounded_tx(
         &self,
-        tx: &mut Transaction<'static, Any>,
         ttl: Duration,
         wait: Option<Duration>,
         nowait: bool,
-    ) -> Result<(), sqlx::Error> {
+    ) -> Result<Transaction<'static, Any>, sqlx::Error> {
         let (idle, wait) = bounds::tx_bounds(self.client.cfg.dialect, ttl, wait, nowait);
-        sqlx::raw_sql(AssertSqlSafe((self.sql.bounds)(idle, wait)))
-            .execute(&mut **tx)
-            .await
-            .map(|_| ())
+        let begin = (self.sql.begin)(idle, wait);
+        self.client.pool.begin_with(AssertSqlSafe(begin)).await
     }
 
     /// Records the holder identity of `opts`, if any, for the lock `tx` holds with `token`:
@@ -310,11 +308,9 @@ impl ForUpdateLock {
         name: &str,
         ttl: Duration,
     ) -> Result<Transaction<'static, Any>, LockError> {
-        let mut tx = self.begin(name).await?;
-        self.bound_tx(&mut tx, ttl, None, true)
+        self.begin_bounded_tx(ttl, None, true)
             .await
-            .map_err(|e| map(e, &self.client.label, Some(name)))?;
-        Ok(tx)
+            .map_err(|e| map(e, &self.client.label, Some(name)))
     }
 
     /// Creates the missing row of `name` in `tx` (bounded by its lock wait) and commits.
@@ -358,15 +354,15 @@ impl LockBackend for ForUpdateLock {
             let nowait = try_only || remaining.is_some_and(|r| r.is_zero());
             // The transaction owns its pooled connection; if this future is dropped, sqlx rolls
             // it back before the connection is reused, so a cancelled acquire holds nothing.
-            let mut tx = self.begin(name).await?;
             let this_wait = match self.slice {
                 Some(slice) => Some(remaining.map_or(slice, |r| r.min(slice))),
                 None => remaining,
             };
-            let outcome = match self.bound_tx(&mut tx, opts.ttl, this_wait, nowait).await {
-                Ok(()) => self.lock_row(&mut tx, name, nowait).await,
-                Err(e) => Err(classify(e, label, Some(name))),
-            };
+            let mut tx = self
+                .begin_bounded_tx(opts.ttl, this_wait, nowait)
+                .await
+                .map_err(|e| map(e, label, Some(name)))?;
+            let outcome = self.lock_row(&mut tx, name, nowait).await;
             let next = match outcome {
                 Ok(Some(token)) => {
                     let forget = self.record_holder(&mut tx, name, token, opts).await;

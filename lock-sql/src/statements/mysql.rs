@@ -111,18 +111,19 @@ pub(crate) fn row(t: &str) -> RowStatements {
 
 /// Session settings (they stay on the pooled connection, so every lock transaction sets both):
 /// how long the server keeps a silent connection and how long a statement waits for a row
-/// lock, both in whole seconds.
-fn bounds(idle: u64, lock_wait: u64) -> String {
-    format!("SET SESSION wait_timeout = {idle}, innodb_lock_wait_timeout = {lock_wait}")
+/// lock, both in whole seconds; then `BEGIN`, last, so that the server reports the transaction
+/// open.
+fn begin(idle: u64, lock_wait: u64) -> String {
+    format!("SET SESSION wait_timeout = {idle}, innodb_lock_wait_timeout = {lock_wait}; BEGIN")
 }
 
 pub(crate) fn for_update(t: &str) -> ForUpdateStatements {
-    // The lock wait is the session's `innodb_lock_wait_timeout` (see `bounds`). Tokens are
+    // The lock wait is the session's `innodb_lock_wait_timeout` (see `begin`). Tokens are
     // drawn by `draw_token`, autocommitted, after the locking read: an `AUTO_INCREMENT` bump
     // inside the open lock transaction reaches the redo log only when something commits, and a
     // server crash handed it out again (seed 2026112304).
     ForUpdateStatements {
-        bounds,
+        begin,
         ensure_row: format!("INSERT IGNORE INTO {t} (name) VALUES (?)"),
         lock_row: format!("SELECT name FROM {t} WHERE name = ? FOR UPDATE"),
         try_lock_row: format!("SELECT name FROM {t} WHERE name = ? FOR UPDATE NOWAIT"),
@@ -186,7 +187,7 @@ mod tests {
             f.lock_row,
             f.try_lock_row,
             f.peek_row,
-            (f.bounds)(3, 1),
+            (f.begin)(3, 1),
             f.ping.to_owned(),
             OBJECT_EXISTS.to_owned(),
             a.lock,

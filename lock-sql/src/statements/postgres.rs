@@ -135,11 +135,13 @@ pub(crate) fn row(t: &str) -> RowStatements {
     }
 }
 
-/// Transaction-local: how long the database keeps a silent holder's transaction and how long
-/// a statement waits for a row lock, both in milliseconds (`lock_wait` 0 = forever).
-fn bounds(idle: u64, lock_wait: u64) -> String {
+/// `BEGIN`, then transaction-local: how long the database keeps a silent holder's transaction
+/// and how long a statement waits for a row lock, both in milliseconds (`lock_wait` 0 =
+/// forever). One simple query: one round trip.
+fn begin(idle: u64, lock_wait: u64) -> String {
     format!(
-        "SET LOCAL idle_in_transaction_session_timeout = {idle}; SET LOCAL lock_timeout = {lock_wait}"
+        "BEGIN; SET LOCAL idle_in_transaction_session_timeout = {idle}; \
+         SET LOCAL lock_timeout = {lock_wait}"
     )
 }
 
@@ -148,7 +150,7 @@ pub(crate) fn for_update(t: &str) -> ForUpdateStatements {
     // `nextval`: not in the lock transaction, whose sequence WAL record is flushed only when
     // something commits, so a server crash could hand the same value out again.
     ForUpdateStatements {
-        bounds,
+        begin,
         ensure_row: format!("INSERT INTO {t} (name) VALUES ($1) ON CONFLICT (name) DO NOTHING"),
         lock_row: format!("SELECT name FROM {t} WHERE name = $1 FOR UPDATE"),
         try_lock_row: format!("SELECT name FROM {t} WHERE name = $1 FOR UPDATE NOWAIT"),

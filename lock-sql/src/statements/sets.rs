@@ -101,11 +101,12 @@ pub(crate) struct RowStatements {
 /// Every statement binds only the lock name.
 #[derive(Debug, Clone)]
 pub(crate) struct ForUpdateStatements {
-    /// Bounds, for the lock transaction about to run, how long the database keeps it when its
-    /// holder goes silent (`idle`) and how long a statement waits for a row lock
-    /// (`lock_wait`), in the dialect's units (PostgreSQL milliseconds, 0 = forever; MySQL
-    /// seconds, at least 1). Run first in every lock transaction.
-    pub bounds: fn(idle: u64, lock_wait: u64) -> String,
+    /// Begins a lock transaction bounded by the database itself — how long it keeps the
+    /// transaction when its holder goes silent (`idle`) and how long a statement waits for a
+    /// row lock (`lock_wait`), in the dialect's units (PostgreSQL milliseconds, 0 = forever;
+    /// MySQL seconds, at least 1) — in one round trip: the statements `BEGIN` and the bounds,
+    /// sent together (sqlx's `Pool::begin_with`).
+    pub begin: fn(idle: u64, lock_wait: u64) -> String,
     /// Create the row for a name on first use, in the lock transaction (then committed), so
     /// its lock wait is the transaction's bounded one.
     pub ensure_row: String,
