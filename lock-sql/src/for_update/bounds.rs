@@ -1,7 +1,7 @@
 //! The database's own bounds on a for_update lock transaction, computed from the lease and
 //! the caller's wait: how long the database keeps a silent holder (`idle`) and how long one
 //! statement waits for the row lock (`lock_wait`), each rounded so that the database never
-//! gives up earlier than the guard counts. The statement setting them is `bounds` in
+//! gives up earlier than the guard counts. The statement setting them is `begin` in
 //! `statements/<dialect>.rs`.
 
 use std::time::Duration;

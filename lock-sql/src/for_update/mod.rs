@@ -35,7 +35,7 @@ use crate::config::{Dialect, Mode};
 use crate::error::{classify, is_connection_gone, map, Failure};
 use crate::held::Held;
 use crate::sessions::{self, Forget, SessionStatements};
-use crate::statements::{self, ForUpdateStatements};
+use crate::statements::{self, BoundedBegin, ForUpdateStatements};
 use crate::token;
 
 pub(crate) mod bounds;
@@ -150,10 +150,11 @@ impl ForUpdateLock {
             .map_err(|e| map(e, label, Some(name)))
     }
 
-    /// A lock transaction on a pooled connection, begun in one round trip together with how
-    /// long the database keeps it when its holder goes silent and how long its statements wait
-    /// for a row lock (`None` = forever; `NOWAIT` attempts get a short bound; see
-    /// [`bounds::tx_bounds`]).
+    /// A lock transaction on a pooled connection, bounded by the database itself: how long it
+    /// keeps the transaction when its holder goes silent and how long its statements wait for
+    /// a row lock (`None` = forever; `NOWAIT` attempts get a short bound; see
+    /// [`bounds::tx_bounds`]). One round trip where the dialect sets the bounds before its
+    /// `BEGIN` (MySQL), two where they go inside the transaction (PostgreSQL).
     async fn begin_bounded_tx(
         &self,
         ttl: Duration,
@@ -161,8 +162,14 @@ impl ForUpdateLock {
         nowait: bool,
     ) -> Result<Transaction<'static, Any>, sqlx::Error> {
         let (idle, wait) = bounds::tx_bounds(self.client.cfg.dialect, ttl, wait, nowait);
-        let begin = (self.sql.begin)(idle, wait);
-        self.client.pool.begin_with(AssertSqlSafe(begin)).await
+        match (self.sql.begin)(idle, wait) {
+            BoundedBegin::OneTrip(sql) => self.client.pool.begin_with(AssertSqlSafe(sql)).await,
+            BoundedBegin::ThenInside(sql) => {
+                let mut tx = self.client.pool.begin().await?;
+                sqlx::raw_sql(AssertSqlSafe(sql)).execute(&mut *tx).await?;
+                Ok(tx)
+            }
+        }
     }
 
     /// Records the holder identity of `opts`, if any, for the lock `tx` holds with `token`:
@@ -352,8 +359,9 @@ impl LockBackend for ForUpdateLock {
             let remaining = deadline.remaining();
             // A wait that is over (or zero) tries once, like try_acquire.
             let nowait = try_only || remaining.is_some_and(|r| r.is_zero());
-            // The transaction owns its pooled connection; if this future is dropped, sqlx rolls
-            // it back before the connection is reused, so a cancelled acquire holds nothing.
+            // The transaction owns its pooled connection; if this future is dropped once it has
+            // begun, sqlx rolls it back before the connection is reused, so a cancelled acquire
+            // holds nothing.
             let this_wait = match self.slice {
                 Some(slice) => Some(remaining.map_or(slice, |r| r.min(slice))),
                 None => remaining,

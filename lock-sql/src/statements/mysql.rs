@@ -7,8 +7,8 @@
 //! earlier version created on MariaDB reads one, and only where it exists.
 
 use super::sets::{
-    AdvisoryStatements, ClientStatements, Ddl, ForUpdateStatements, OldSequence, RowStatements,
-    TokenDraw,
+    AdvisoryStatements, BoundedBegin, ClientStatements, Ddl, ForUpdateStatements, OldSequence,
+    RowStatements, TokenDraw,
 };
 use crate::config::Mode;
 
@@ -111,10 +111,12 @@ pub(crate) fn row(t: &str) -> RowStatements {
 
 /// Session settings (they stay on the pooled connection, so every lock transaction sets both):
 /// how long the server keeps a silent connection and how long a statement waits for a row
-/// lock, both in whole seconds; then `BEGIN`, last, so that the server reports the transaction
-/// open.
-fn begin(idle: u64, lock_wait: u64) -> String {
-    format!("SET SESSION wait_timeout = {idle}, innodb_lock_wait_timeout = {lock_wait}; BEGIN")
+/// lock, both in whole seconds; then `BEGIN`, last, so that a failing setting leaves no
+/// transaction open.
+fn begin(idle: u64, lock_wait: u64) -> BoundedBegin {
+    BoundedBegin::OneTrip(format!(
+        "SET SESSION wait_timeout = {idle}, innodb_lock_wait_timeout = {lock_wait}; BEGIN"
+    ))
 }
 
 pub(crate) fn for_update(t: &str) -> ForUpdateStatements {
@@ -187,7 +189,7 @@ mod tests {
             f.lock_row,
             f.try_lock_row,
             f.peek_row,
-            (f.begin)(3, 1),
+            (f.begin)(3, 1).sql().to_owned(),
             f.ping.to_owned(),
             OBJECT_EXISTS.to_owned(),
             a.lock,

@@ -3,8 +3,8 @@
 //! session-level advisory locks on a 64-bit key and the same token sequence.
 
 use super::sets::{
-    AdvisoryStatements, ClientStatements, Ddl, ForUpdateStatements, LockTexts, RowStatements,
-    RwTexts, TokenDraw,
+    AdvisoryStatements, BoundedBegin, ClientStatements, Ddl, ForUpdateStatements, LockTexts,
+    RowStatements, RwTexts, TokenDraw,
 };
 use crate::config::Mode;
 
@@ -137,12 +137,14 @@ pub(crate) fn row(t: &str) -> RowStatements {
 
 /// `BEGIN`, then transaction-local: how long the database keeps a silent holder's transaction
 /// and how long a statement waits for a row lock, both in milliseconds (`lock_wait` 0 =
-/// forever). One simple query: one round trip.
-fn begin(idle: u64, lock_wait: u64) -> String {
-    format!(
-        "BEGIN; SET LOCAL idle_in_transaction_session_timeout = {idle}; \
-         SET LOCAL lock_timeout = {lock_wait}"
-    )
+/// forever). Two round trips: sent as one query after a `BEGIN`, a failing `SET LOCAL` would
+/// leave the connection in an aborted transaction that sqlx does not know of and returns to
+/// the pool; at session level, before the `BEGIN`, the settings would outlive the transaction
+/// on the pooled connection.
+fn begin(idle: u64, lock_wait: u64) -> BoundedBegin {
+    BoundedBegin::ThenInside(format!(
+        "SET LOCAL idle_in_transaction_session_timeout = {idle}; SET LOCAL lock_timeout = {lock_wait}"
+    ))
 }
 
 pub(crate) fn for_update(t: &str) -> ForUpdateStatements {

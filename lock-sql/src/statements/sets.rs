@@ -97,20 +97,40 @@ pub(crate) struct RowStatements {
     pub notify_channel: Option<String>,
 }
 
+/// How a for_update lock transaction begins with its bounds (see [`ForUpdateStatements::begin`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum BoundedBegin {
+    /// One text query that sets the bounds and then begins, in one round trip (sqlx's
+    /// `Pool::begin_with`). The settings come first, so a failing one leaves no transaction
+    /// open.
+    OneTrip(String),
+    /// A plain `BEGIN`, then this statement inside the transaction.
+    ThenInside(String),
+}
+
+impl BoundedBegin {
+    /// The statement that carries the bounds.
+    #[cfg(test)]
+    pub(crate) fn sql(&self) -> &str {
+        match self {
+            BoundedBegin::OneTrip(sql) | BoundedBegin::ThenInside(sql) => sql,
+        }
+    }
+}
+
 /// for_update mode: a row per name, locked by a transaction held open for the guard's life.
 /// Every statement binds only the lock name.
 #[derive(Debug, Clone)]
 pub(crate) struct ForUpdateStatements {
-    /// Begins a lock transaction bounded by the database itself — how long it keeps the
+    /// How a lock transaction begins bounded by the database itself — how long it keeps the
     /// transaction when its holder goes silent (`idle`) and how long a statement waits for a
     /// row lock (`lock_wait`), in the dialect's units (PostgreSQL milliseconds, 0 = forever;
-    /// MySQL seconds, at least 1) — in one round trip: the statements `BEGIN` and the bounds,
-    /// sent together (sqlx's `Pool::begin_with`).
-    pub begin: fn(idle: u64, lock_wait: u64) -> String,
+    /// MySQL seconds, at least 1).
+    pub begin: fn(idle: u64, lock_wait: u64) -> BoundedBegin,
     /// Create the row for a name on first use, in the lock transaction (then committed), so
     /// its lock wait is the transaction's bounded one.
     pub ensure_row: String,
-    /// Lock the row, waiting in the database's lock queue (bounded by `bounds`); returns the
+    /// Lock the row, waiting in the database's lock queue (bounded by `begin`); returns the
     /// name (no row: the name has no row yet).
     pub lock_row: String,
     /// The same without waiting (`NOWAIT`).
