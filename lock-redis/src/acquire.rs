@@ -16,6 +16,7 @@ use lock_core::{AcquireOptions, LockError, LockGuard};
 use redis::RedisResult;
 use tokio::time::Instant;
 
+use crate::clock::grant_floor;
 use crate::keys::Keys;
 use crate::lease::RedisLease;
 use crate::node::{Attempt, Node};
@@ -32,12 +33,13 @@ pub(crate) enum Round {
     /// Ours, with this fencing token, valid for `validity` from the round's start.
     Acquired { token: u64, validity: Duration },
     /// Not ours. `partial`: a Redlock round that won some masters but no quorum (a split
-    /// vote while queues converge), worth retrying at once. `counter`: the fencing counter
-    /// the round saw (single instance; 0 for Redlock, whose masters never grant directly).
+    /// vote while queues converge), worth retrying at once. `seen`: per node, the fencing
+    /// counter the round left there (the token it drew, where a split round granted and then
+    /// undid; `u64::MAX` where no answer came), so only a grant drawn after the round counts.
     Held {
         pttl_ms: i64,
         partial: bool,
-        counter: u64,
+        seen: Vec<u64>,
     },
 }
 
@@ -69,6 +71,21 @@ pub(crate) trait Rounds: Sync {
 
     /// One acquisition round. Whatever a failed round took is undone before it returns.
     fn round(&self, bid: &Bid<'_>) -> impl Future<Output = Result<Round, LockError>> + Send;
+
+    /// Whose clock floors the fencing token a release draws for the head it hands the lock
+    /// to (`clock::grant_floor`): `None`, each server's own; Redlock, this client's, behind by
+    /// this lag (a test hook; zero in use).
+    fn clock_lag(&self) -> Option<Duration>;
+
+    /// The fencing token of a lock that releases handed us (`grants[i]`: the token node `i`
+    /// granted, each drawn after our last round), once a quorum of nodes is known to store it
+    /// (Redlock writes it back where the grants differ); `None` when the grants are no quorum
+    /// or the token could not be stored on one — the next round then counts the grants.
+    fn settle_grants(
+        &self,
+        bid: &Bid<'_>,
+        grants: &[Option<u64>],
+    ) -> impl Future<Output = Option<u64>> + Send;
 }
 
 /// What every round of one acquisition asks each node.
@@ -98,18 +115,19 @@ impl Bid<'_> {
     }
 }
 
-/// The round a direct grant stands for (`lua/release.lua`): the lock key holds our token with
-/// the rest of our queue place as its lease — at least [`WAITER_TTL`] from the start of the
-/// round that last refreshed the place, since the server refreshed it after that start. When
+/// The round a quorum of direct grants stands for (`lua/release.lua`): the lock key holds our
+/// token with the rest of our queue place as its lease — at least [`WAITER_TTL`] from the start
+/// of the round that last refreshed the place, since the server refreshed it after that start
+/// (less the topology's drift allowance: `validity`, [`Rounds::validity`] of it). When
 /// the caller's lease is shorter than that, or will not be renewed, a validity of zero makes
 /// the guard renew to the caller's `ttl` before it is handed out (`GuardParts::start`), so the
 /// lease is the caller's from then on; otherwise the guard's first renewal, a third of the
 /// way, does it.
-fn direct_grant(fence: u64, opts: &AcquireOptions) -> Round {
+fn direct_grant(fence: u64, opts: &AcquireOptions, validity: Duration) -> Round {
     let validity = if opts.ttl < WAITER_TTL || !opts.renew {
         Duration::ZERO
     } else {
-        WAITER_TTL
+        validity
     };
     Round::Acquired {
         token: fence,
@@ -146,28 +164,34 @@ pub(crate) async fn acquire<R: Rounds>(
     // followed at once by another round so a release in between is not missed.
     let mut waits: Option<Vec<Waiting>> = None;
     // Whatever an interrupted attempt or a departed waiter left behind is removed.
-    let (cleanup_nodes, cleanup_keys, cleanup_token) =
-        (Arc::clone(rounds.nodes()), keys.clone(), token.clone());
+    let (cleanup_nodes, cleanup_keys, cleanup_token, cleanup_floor) = (
+        Arc::clone(rounds.nodes()),
+        keys.clone(),
+        token.clone(),
+        rounds.clock_lag(),
+    );
     // The queue is left first: a release can then no longer grant us the lock, and a grant
     // that landed before is given back (passed on) by the release after it.
     let armed = CleanupOnDrop::new(move || {
         Box::pin(async move {
             for n in cleanup_nodes.iter() {
                 let _ = n.leave(&cleanup_keys, &cleanup_token).await;
-                let _ = n.release(&cleanup_keys, &cleanup_token).await;
+                let _ = n
+                    .release(&cleanup_keys, &cleanup_token, grant_floor(cleanup_floor))
+                    .await;
             }
         })
     });
     let mut first_failure: Option<Instant> = None;
-    // A release that handed us the lock (single instance): its fencing token, and when the
-    // round that last refreshed our queue place started.
+    // Releases that handed us the lock on a quorum of nodes: its fencing token, and when the
+    // round that last refreshed our queue places started.
     let mut granted: Option<(u64, Instant)> = None;
-    // Only where every release grants (a single instance's node): one master's grant is no
-    // quorum.
-    let takes_grants = rounds.nodes().iter().all(Node::grants);
     loop {
         let (started, outcome) = if let Some((fence, refreshed)) = granted.take() {
-            (refreshed, direct_grant(fence, opts))
+            (
+                refreshed,
+                direct_grant(fence, opts, R::validity(WAITER_TTL)),
+            )
         } else {
             let started = Instant::now();
             let outcome = match rounds.round(&bid).await {
@@ -199,6 +223,7 @@ pub(crate) async fn acquire<R: Rounds>(
                     name: name.to_owned(),
                     label: rounds.label().to_owned(),
                     per_node_timeout: rounds.per_node_timeout(opts.ttl),
+                    clock_lag: rounds.clock_lag(),
                 };
                 let (label, lease) = (rounds.label(), Arc::new(lease));
                 let started =
@@ -221,7 +246,7 @@ pub(crate) async fn acquire<R: Rounds>(
             Round::Held {
                 pttl_ms,
                 partial,
-                counter,
+                seen,
             } => {
                 if try_only {
                     armed.disarm();
@@ -264,18 +289,51 @@ pub(crate) async fn acquire<R: Rounds>(
                     _ = woken => {}
                     _ = deadline.sleep(nap) => {}
                 }
-                // Handed the lock by the release that woke us: no round needed. Only a grant
-                // drawn after this round ran counts (its token is above the counter the round
-                // saw): the round refreshed our place, so the grant's lease — the rest of the
-                // place — lasts at least WAITER_TTL from the round's start. An older grant (one
-                // that landed while the round was on its way, and lapsed or was taken back) is
-                // dropped.
-                granted = waits
-                    .iter()
-                    .find_map(|w| w.wake.take_grant())
-                    .filter(|&fence| takes_grants && fence > counter)
-                    .map(|fence| (fence, started));
+                // Handed the lock by the releases that woke us: no round needed.
+                let grants = gather_grants(waits, &seen, rounds.quorum()).await;
+                if grants.iter().flatten().count() >= rounds.quorum() {
+                    granted = rounds
+                        .settle_grants(&bid, &grants)
+                        .await
+                        .map(|fence| (fence, started));
+                }
             }
         }
     }
+}
+
+/// How long a waiter that some nodes granted the lock waits for the other grants of the same
+/// release before it runs a round of its own (Redlock: the releaser sends to every master at
+/// once, so their messages arrive close together).
+const GRANT_GATHER: Duration = Duration::from_millis(5);
+
+/// Per node, the fencing token of the grant a release handed us there since our last round,
+/// if any. Only a grant drawn after the round ran counts (its token is above the counter the
+/// round saw there, `seen`): the round refreshed our place, so the grant's lease — the rest of
+/// the place — lasts at least [`WAITER_TTL`] from the round's start. An older grant (one that
+/// landed while the round was on its way, and lapsed or was taken back) is dropped. Once some
+/// nodes granted and fewer than `quorum`, the others' messages are awaited for up to
+/// [`GRANT_GATHER`].
+async fn gather_grants(waits: &[Waiting], seen: &[u64], quorum: usize) -> Vec<Option<u64>> {
+    let mut grants = vec![None; waits.len()];
+    let take = |grants: &mut Vec<Option<u64>>| {
+        for ((g, w), &s) in grants.iter_mut().zip(waits).zip(seen) {
+            if let Some(fence) = w.wake.take_grant().filter(|&f| f > s) {
+                *g = Some(fence);
+            }
+        }
+        grants.iter().flatten().count()
+    };
+    let mut have = take(&mut grants);
+    let until = Instant::now() + GRANT_GATHER;
+    while have > 0 && have < quorum && Instant::now() < until {
+        let woken =
+            futures::future::select_all(waits.iter().map(|w| Box::pin(w.wake.notify.notified())));
+        tokio::select! {
+            _ = woken => {}
+            _ = tokio::time::sleep_until(until) => {}
+        }
+        have = take(&mut grants);
+    }
+    grants
 }

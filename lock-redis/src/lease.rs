@@ -9,6 +9,7 @@ use lock_core::backend::Lease;
 use lock_core::LockError;
 use tokio::time::Instant;
 
+use crate::clock::grant_floor;
 use crate::error::map;
 use crate::keys::Keys;
 use crate::node::{Foreign, Node};
@@ -25,6 +26,8 @@ pub(crate) struct RedisLease {
     pub name: String,
     pub label: String,
     pub per_node_timeout: Duration,
+    /// Whose clock floors the token a release grants the next waiter (`Rounds::clock_lag`).
+    pub clock_lag: Option<Duration>,
 }
 
 /// One node's answer to a release or extend, bounded by the per-node timeout.
@@ -125,10 +128,13 @@ impl Lease for RedisLease {
 
     async fn release(&self) -> Result<(), LockError> {
         let t = self.per_node_timeout;
+        // One floor for every node, so nodes whose counters agree grant the next waiter one
+        // token.
+        let floor = grant_floor(self.clock_lag);
         let results = join_all(
             self.nodes
                 .iter()
-                .map(|n| tokio::time::timeout(t, n.release(&self.keys, &self.token))),
+                .map(|n| tokio::time::timeout(t, n.release(&self.keys, &self.token, floor))),
         )
         .await;
         let Tally {

@@ -43,7 +43,11 @@
 //! time (the same score everywhere), so the same waiter heads every queue and wins a quorum; a
 //! split round (some masters granted, others had not yet seen the release) is retried within
 //! ~2 ms, and a waiter keeps its place until it holds the lock. Clock skew between clients bends
-//! the order, never safety.
+//! the order, never safety. A holder's release hands the lock to the head of each master's
+//! queue, with a token drawn above one floor from the releasing client's clock; the head holds
+//! once a quorum of those grants reached it (each drawn after its last round, so each lasts
+//! the waiter ttl, 3 s, from that round's start), with no round of its own. Fewer grants than
+//! a quorum are only its place: its next round counts them (`tests/redlock_grant.rs`).
 //!
 //! # Assumptions
 //! Redlock assumes bounded clock drift between the masters and the client (1% of the lease),
@@ -90,6 +94,7 @@
 
 mod acquire;
 mod backend;
+mod clock;
 pub mod config;
 mod error;
 mod eviction;

@@ -106,9 +106,6 @@ pub(crate) struct Node {
     eviction: EvictionCheck,
     addr: String,
     label: String,
-    /// A release here hands the lock straight to the queue's head (single instance only: one
-    /// Redlock master's grant is no quorum; see `lua/release.lua`).
-    grants: bool,
 }
 
 pub(crate) fn ms(d: Duration) -> u64 {
@@ -215,20 +212,7 @@ impl Node {
             eviction: cfg.eviction,
             addr: cfg.nodes[i].to_string(),
             label: label.to_owned(),
-            grants: false,
         })
-    }
-
-    /// This node as a single instance's: its releases hand the lock straight to the head of
-    /// the queue.
-    pub(crate) fn granting(mut self) -> Self {
-        self.grants = true;
-        self
-    }
-
-    /// Whether a release here hands the lock straight to the queue's head ([`Node::granting`]).
-    pub(crate) fn grants(&self) -> bool {
-        self.grants
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -273,11 +257,36 @@ impl Node {
         })
     }
 
-    /// Releases our lock: `Ok(true)` released, `Ok(false)` not ours.
+    /// Releases our lock: `Ok(true)` released, `Ok(false)` not ours. The lock goes straight to
+    /// the head of the queue, if any, its token drawn at least `floor` (`None`: the server's
+    /// clock; see `lua/release.lua`): a single instance's head holds on it, a Redlock head once
+    /// a quorum of masters granted it.
     pub(crate) async fn release(
         &self,
         keys: &Keys,
         token: &str,
+        floor: Option<u64>,
+    ) -> RedisResult<Result<bool, Foreign>> {
+        self.release_as(keys, token, true, floor).await
+    }
+
+    /// Gives back what a Redlock round that missed its quorum took here: released like
+    /// [`Node::release`], but the head is only woken, never granted — a master handed to a
+    /// waiter the other masters did not grant would split the next round too.
+    pub(crate) async fn undo(
+        &self,
+        keys: &Keys,
+        token: &str,
+    ) -> RedisResult<Result<bool, Foreign>> {
+        self.release_as(keys, token, false, None).await
+    }
+
+    async fn release_as(
+        &self,
+        keys: &Keys,
+        token: &str,
+        grant: bool,
+        floor: Option<u64>,
     ) -> RedisResult<Result<bool, Foreign>> {
         let mut c = self.conn.clone();
         let reply: Value = RELEASE
@@ -287,7 +296,8 @@ impl Node {
             .key(&keys.fence)
             .arg(token)
             .arg(&keys.channel)
-            .arg(if self.grants { "1" } else { "" })
+            .arg(if grant { "1" } else { "" })
+            .arg(floor.map(|f| f.to_string()).unwrap_or_default())
             .invoke_async(&mut c)
             .await?;
         Ok(flag(&reply))

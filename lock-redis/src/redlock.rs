@@ -18,6 +18,16 @@
 //! everywhere), so the same waiter heads every queue and wins a quorum; a split round (some
 //! masters granted, others had not yet seen the release) is retried within ~2 ms. Clock skew
 //! between clients bends the order, never safety.
+//!
+//! # Handoff
+//! A holder's release hands the lock to the head of each master's queue (`lua/release.lua`),
+//! every grant's token drawn above one reading of the releasing client's clock, so masters whose
+//! counters agree grant one token. The head holds once a quorum of grants reached it
+//! ([`Rounds::settle_grants`]: the token is stored on a quorum — written back where the grants
+//! differ — before the lock counts as held), with no round of its own; fewer grants are counted
+//! by its next round. A round that missed its quorum undoes itself without granting, and after
+//! an undo (which would also have removed a grant that landed meanwhile) no earlier grant
+//! counts.
 
 mod fence;
 
@@ -31,6 +41,7 @@ use tokio::time::Instant;
 
 use self::fence::{write_back, Fence};
 use crate::acquire::{Bid, Round, Rounds};
+use crate::clock;
 use crate::config::RedisConfig;
 use crate::keys::Keys;
 use crate::node::{Attempt, Node};
@@ -102,16 +113,16 @@ impl Redlock {
 
     /// The client's clock in µs: the token floor of a round and a waiter's queue score.
     fn now_us(&self) -> u64 {
-        let behind = u64::try_from(self.clock_behind.as_micros()).unwrap_or(u64::MAX);
-        now_us().saturating_sub(behind)
+        clock::now_us(self.clock_behind)
     }
 
-    /// Releases whatever a failed round took, on every master (each bounded by `t`).
+    /// Releases whatever a failed round took, on every master (each bounded by `t`), granting
+    /// nothing: the head is woken for a round of its own.
     async fn undo(&self, keys: &Keys, token: &str, t: Duration) {
         join_all(
             self.nodes
                 .iter()
-                .map(|n| tokio::time::timeout(t, n.release(keys, token))),
+                .map(|n| tokio::time::timeout(t, n.undo(keys, token))),
         )
         .await;
     }
@@ -155,6 +166,35 @@ impl Rounds for Redlock {
             .then(|| Duration::from_millis(20) + random_up_to(Duration::from_millis(80)))
     }
 
+    /// One reading of this client's clock floors the token every master grants.
+    fn clock_lag(&self) -> Option<Duration> {
+        Some(self.clock_behind)
+    }
+
+    /// A quorum of masters granted: the token is the highest granted (each master drew it
+    /// above its own counter, and a quorum overlaps the quorum that stores any earlier token),
+    /// stored on a quorum before the lock counts as held — the masters that granted exactly
+    /// it, and the write-back elsewhere, which also takes us out of the queues of the masters
+    /// that did not grant (a grant took us out of its own).
+    async fn settle_grants(&self, bid: &Bid<'_>, grants: &[Option<u64>]) -> Option<u64> {
+        if grants.iter().flatten().count() < self.quorum {
+            return None;
+        }
+        let fence = Fence::settle(grants, &[]);
+        let listed: Vec<bool> = grants.iter().map(Option::is_none).collect();
+        let t = self.per_node_timeout(bid.ttl);
+        let stored = write_back(
+            &self.nodes,
+            bid.keys,
+            (bid.token, &listed),
+            &fence,
+            self.quorum,
+            t,
+        )
+        .await;
+        (stored >= self.quorum).then_some(fence.token)
+    }
+
     async fn round(&self, bid: &Bid<'_>) -> Result<Round, LockError> {
         let (name, keys, token, ttl) = (bid.name, bid.keys, bid.token, bid.ttl);
         let started = Instant::now();
@@ -170,6 +210,8 @@ impl Rounds for Redlock {
         .await;
         // Per master: the token it drew if it granted; the counters of those that did not.
         let (mut granted, mut counters) = (vec![None; self.nodes.len()], Vec::new());
+        // Per master: the counter the round left there (no answer: none known).
+        let mut seen = vec![u64::MAX; self.nodes.len()];
         // Per master: whether it still lists us in its queue (the write-back removes us).
         let mut listed = vec![false; self.nodes.len()];
         let (mut pttl, mut errors, mut last_err, mut foreign) = (i64::MAX, 0usize, None, None);
@@ -177,6 +219,7 @@ impl Rounds for Redlock {
             match r {
                 Ok(Ok(Attempt::Acquired { token, listed: l })) => {
                     granted[i] = Some(token);
+                    seen[i] = token;
                     listed[i] = l;
                 }
                 // The shortest remaining lease among the masters that have one (a master
@@ -185,6 +228,7 @@ impl Rounds for Redlock {
                 Ok(Ok(Attempt::Held { pttl_ms, counter })) => {
                     pttl = shortest_pttl(pttl, pttl_ms);
                     counters.push(counter);
+                    seen[i] = counter;
                 }
                 Ok(Ok(Attempt::Foreign(f))) => foreign = Some(f),
                 Ok(Err(e)) => {
@@ -230,8 +274,14 @@ impl Rounds for Redlock {
                 });
             }
         }
-        // Failed: undo everywhere before anyone retries.
-        self.undo(keys, token, t).await;
+        // Failed: undo everywhere before anyone retries — unless every master answered and
+        // none granted, where there is nothing to undo. An undo also removes any grant a
+        // holder's release handed us meanwhile (the key then holds our token), so after one no
+        // grant drawn so far may count: `seen` knows no counter until the next round.
+        if grants > 0 || errors > 0 {
+            self.undo(keys, token, t).await;
+            seen.fill(u64::MAX);
+        }
         let answered = self.nodes.len() - errors;
         if answered < quorum {
             tracing::warn!(backend = %self.label, name, answered, masters = self.nodes.len(), quorum, "Redlock round missed quorum: too few masters answered");
@@ -252,7 +302,7 @@ impl Rounds for Redlock {
         Ok(Round::Held {
             pttl_ms: if pttl == i64::MAX { 0 } else { pttl },
             partial: grants > 0,
-            counter: 0,
+            seen,
         })
     }
 }
@@ -267,13 +317,6 @@ fn shortest_pttl(acc: i64, q: i64) -> i64 {
         (acc, q) if acc < 0 => q,
         (acc, q) => acc.min(q),
     }
-}
-
-/// The client's clock in µs (Redlock token floor and queue score).
-fn now_us() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
 }
 
 #[cfg(test)]

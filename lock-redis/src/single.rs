@@ -26,7 +26,7 @@ impl Single {
     /// Connects to the configured server, which must answer now.
     pub(crate) async fn connect(cfg: &RedisConfig, label: &str) -> Result<Self, LockError> {
         Ok(Single {
-            nodes: Arc::new([Node::connect(cfg, 0, label).await?.granting()]),
+            nodes: Arc::new([Node::connect(cfg, 0, label).await?]),
             timeout: cfg.timeout,
             label: label.to_owned(),
         })
@@ -65,6 +65,16 @@ impl Rounds for Single {
         None
     }
 
+    /// Each grant's token comes from the server's clock.
+    fn clock_lag(&self) -> Option<Duration> {
+        None
+    }
+
+    /// The one server's grant is the lock: the server stored its token as it drew it.
+    async fn settle_grants(&self, _bid: &Bid<'_>, grants: &[Option<u64>]) -> Option<u64> {
+        grants.first().copied().flatten()
+    }
+
     async fn round(&self, bid: &Bid<'_>) -> Result<Round, LockError> {
         let t = self.timeout;
         let reply = tokio::time::timeout(t, bid.on(&self.nodes[0], None)).await;
@@ -76,7 +86,7 @@ impl Rounds for Single {
             Ok(Ok(Attempt::Held { pttl_ms, counter })) => Ok(Round::Held {
                 pttl_ms,
                 partial: false,
-                counter,
+                seen: vec![counter],
             }),
             // Another application's data at one of the lock's keys: no lock here.
             Ok(Ok(Attempt::Foreign(f))) => Err(LockError::backend(

@@ -1,7 +1,7 @@
 //! [`Subscriber`]: ONE pub/sub connection per client and node, fanning release messages out to
 //! the waiters of each lock. A release message carries the token of the next queued waiter, so
 //! only that waiter is woken (an empty message — no queue — wakes every local waiter of the lock);
-//! on a single instance it also carries the fencing token the release granted that waiter
+//! a holder's release also carries the fencing token it granted that waiter on this node
 //! (`<member>\t<fence>`, `lua/release.lua`), which the waiter finds in [`Wake::take_grant`].
 //! Channels are subscribed while someone waits on them and unsubscribed when the last one
 //! leaves. If the connection dies, waiters still re-check on their heartbeat and the next

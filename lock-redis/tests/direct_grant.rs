@@ -10,52 +10,14 @@
 
 mod support;
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use lock_core::fault::FaultProxy;
-use lock_core::{AcquireOptions, DistributedLock, LockGuard};
+use lock_core::AcquireOptions;
+use support::grants::*;
 use support::*;
-use tokio::task::JoinHandle;
-use tokio::time::Instant;
-
-/// A client of the single instance whose every connection goes through a proxy.
-async fn proxied() -> (Arc<dyn DistributedLock>, FaultProxy) {
-    let port = ports(&single_url())[0];
-    let proxy = FaultProxy::start(([127, 0, 0, 1], port).into())
-        .await
-        .unwrap();
-    let url = format!("redis://127.0.0.1:{}", proxy.addr().port());
-    (connect_or_explain(&url).await, proxy)
-}
-
-/// Starts `lock.acquire(name)` in a task and gives it time to try once and queue.
-async fn queued(
-    lock: &Arc<dyn DistributedLock>,
-    name: &str,
-    opts: AcquireOptions,
-) -> JoinHandle<LockGuard> {
-    let task = tokio::spawn({
-        let (lock, name) = (Arc::clone(lock), name.to_owned());
-        async move { lock.acquire(&name, &opts).await.unwrap() }
-    });
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    task
-}
-
-/// Waits (at most 3 s) until the client behind `proxy` sends something — a waiter's heartbeat
-/// round, once a second — and returns when it did.
-async fn after_a_heartbeat(proxy: &FaultProxy) -> Instant {
-    let seen = proxy.chunks_sent();
-    let beat = Instant::now();
-    while proxy.chunks_sent() == seen && beat.elapsed() < Duration::from_secs(3) {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    Instant::now()
-}
 
 async fn pttl(key: &str) -> i64 {
-    run(ports(&single_url())[0], redis::cmd("PTTL").arg(key)).await
+    pttls(&single_url(), key).await[0]
 }
 
 /// One thread: nothing runs between the head's grant and its count of what it sent, so a
@@ -64,81 +26,14 @@ async fn pttl(key: &str) -> i64 {
 /// itself was answered, so counted by the proxy, before the acquire returned.
 #[tokio::test(flavor = "current_thread")]
 async fn the_head_holds_without_a_round_trip_of_its_own_and_then_its_own_lease() {
-    head_is_granted(None).await;
+    the_head_holds_on_grants_without_a_request(&single_url(), None).await;
 }
 
 /// The same for a waiter with a holder identity (its queue member is `<token>\n<identity>`,
 /// spaces and all): the grant's message still names it.
 #[tokio::test(flavor = "current_thread")]
 async fn a_head_with_a_holder_identity_is_granted_too() {
-    head_is_granted(Some("node 7: west 42")).await;
-}
-
-async fn head_is_granted(identity: Option<&str>) {
-    let holder = connect_or_explain(&single_url()).await;
-    let (waiter, proxy) = proxied().await;
-    let proxy = Arc::new(proxy);
-    let name = unique("grant");
-    let ttl = Duration::from_secs(20);
-    let mut opts = AcquireOptions::new().ttl(ttl).wait(Duration::from_secs(10));
-    if let Some(identity) = identity {
-        opts = opts.holder(identity);
-    }
-    let held = holder.acquire(&name, &opts).await.unwrap();
-    let task = tokio::spawn({
-        let (waiter, name, opts, proxy) = (
-            Arc::clone(&waiter),
-            name.clone(),
-            opts.clone(),
-            Arc::clone(&proxy),
-        );
-        async move {
-            let g = waiter.acquire(&name, &opts).await.unwrap();
-            (g, proxy.chunks_sent())
-        }
-    });
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    // Right after one of the waiter's heartbeats (once a second), so the next one cannot fall
-    // between the release and the grant.
-    after_a_heartbeat(&proxy).await;
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    let before = proxy.chunks_sent();
-    let released_at = Instant::now();
-    let token = held.fencing_token();
-    held.release().await.unwrap();
-    let (g, at_grant) = tokio::time::timeout(Duration::from_secs(5), task)
-        .await
-        .expect("the head was not granted")
-        .unwrap();
-    let sent = at_grant - before;
-    assert_eq!(
-        sent, 0,
-        "the head sent {sent} requests between the release and its grant (the release's \
-         message should be the grant)"
-    );
-    assert!(
-        g.fencing_token() > token,
-        "tokens: {token} then {}",
-        g.fencing_token()
-    );
-    assert!(
-        holder.try_acquire(&name, &opts).await.unwrap().is_none(),
-        "the lock granted to the head is free for anyone"
-    );
-    // The grant's claim is the rest of the head's place (at most 3 s); the guard's first
-    // renewal, a third of the way, makes it the caller's 20 s lease.
-    assert!(
-        pttl(&name).await <= 3_000,
-        "the grant's claim is at most the waiter ttl"
-    );
-    tokio::time::sleep_until(released_at + Duration::from_millis(2_000)).await;
-    let left = pttl(&name).await;
-    assert!(
-        left > 15_000,
-        "2 s after the grant the lease should be the caller's 20 s one: {left} ms left"
-    );
-    assert!(!g.is_lost());
-    g.release().await.unwrap();
+    the_head_holds_on_grants_without_a_request(&single_url(), Some("node 7: west 42")).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -173,41 +68,7 @@ async fn a_short_or_unrenewed_lease_is_the_callers_before_the_guard_is_handed_ou
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_head_that_died_while_queued_holds_the_lock_back_at_most_its_place() {
-    let holder = connect_or_explain(&single_url()).await;
-    let (dead, proxy) = proxied().await;
-    let next = connect_or_explain(&single_url()).await;
-    let name = unique("grant-dead");
-    let opts = AcquireOptions::new()
-        .ttl(Duration::from_secs(30))
-        .wait(Duration::from_secs(20));
-    let held = holder.acquire(&name, &opts).await.unwrap();
-    let dead_task = queued(&dead, &name, opts.clone()).await;
-    let next_task = queued(&next, &name, opts.clone()).await;
-    // The head's process "dies": nothing it sends arrives any more, and it never leaves.
-    proxy.blackhole();
-    let died = Instant::now();
-    let token = held.fencing_token();
-    held.release().await.unwrap();
-    // The release granted the dead head (nobody else holds it yet): the lock is taken, for no
-    // longer than the rest of the head's place.
-    let claim = pttl(&name).await;
-    assert!(
-        claim > 0 && claim <= 3_000,
-        "the release should have granted the queue's head for the rest of its place: PTTL {claim}"
-    );
-    let g = tokio::time::timeout(Duration::from_secs(10), next_task)
-        .await
-        .expect("the lock stayed with the dead head")
-        .unwrap();
-    let waited = died.elapsed();
-    assert!(
-        waited < Duration::from_millis(4_500),
-        "the next waiter got the lock {waited:?} after the head died (its place lapses 3 s \
-         after its last refresh; the lock's lease is 30 s)"
-    );
-    assert!(g.fencing_token() > token);
-    g.release().await.unwrap();
-    dead_task.abort();
+    a_dead_head_holds_the_lock_back_at_most_its_place(&single_url()).await;
 }
 
 /// A grant that reaches the head while the head's own round is on its way, and lapses before
@@ -224,16 +85,9 @@ async fn a_head_that_died_while_queued_holds_the_lock_back_at_most_its_place() {
 async fn a_grant_that_lapsed_while_the_heads_round_was_on_its_way_is_not_taken() {
     const DELAY: Duration = Duration::from_secs(4);
     let holder = connect_or_explain(&single_url()).await;
-    let port = ports(&single_url())[0];
-    let proxy = FaultProxy::start(([127, 0, 0, 1], port).into())
-        .await
-        .unwrap();
     // Replies may take the delay and more without the head's requests timing out.
-    let head = connect_or_explain(&format!(
-        "redis://127.0.0.1:{}?timeout=20s",
-        proxy.addr().port()
-    ))
-    .await;
+    let (head, proxies) = proxied_with(&single_url(), "?timeout=20s").await;
+    let proxy = &proxies[0];
     let next = connect_or_explain(&single_url()).await;
     let name = unique("grant-lapsed");
     let opts = AcquireOptions::new()
@@ -245,7 +99,7 @@ async fn a_grant_that_lapsed_while_the_heads_round_was_on_its_way_is_not_taken()
 
     // Right after one of the head's heartbeat rounds (once a second): its place now lasts
     // 3 s, and its next round leaves in about 1 s and lands DELAY later.
-    let refreshed = after_a_heartbeat(&proxy).await;
+    let refreshed = after_a_heartbeat(&proxies).await;
     proxy.set_upward_latency(DELAY);
     tokio::time::sleep_until(refreshed + Duration::from_millis(1_500)).await;
 

@@ -1,21 +1,20 @@
--- Release only our own lock, then wake the next queued waiter — on a single instance, by
--- handing it the lock: the message that wakes the head *is* its grant, so the head needs no
--- round trip of its own before it holds (issue 20's fair handoff).
+-- Release only our own lock, then wake the next queued waiter — by handing it the lock: the
+-- message that wakes the head *is* its grant, so the head needs no round trip of its own before
+-- it holds (issue 20's fair handoff). A Redlock head holds once a quorum of masters granted it
+-- (acquire.rs); a grant from fewer is only its place, kept until its next round.
 -- Invariants: a key that does not hold our token (expired and re-taken, a redis-py holder) is
 -- never deleted; foreign data at the lock or queue keys is reported before anything is written
 -- (prelude.lua) — the lock, if still ours, then frees itself when its lease runs out. A direct
 -- grant follows acquire.lua's rules: the lock goes to the first live waiter of the queue (FIFO),
--- its fencing token is max(counter + 1, server time in µs), and it leaves the queue. Its lease
--- is the rest of the head's place (at most the waiter ttl, 3 s): a head that died while still
--- queued holds the lock no longer than its place would have held the queue back; the head
--- extends the lease to its own ttl once it holds. Redlock never grants directly (one master's
--- grant is no quorum): it publishes the head's token as a wake-up.
+-- its fencing token is max(counter + 1, floor), and it leaves the queue. Its lease is the rest
+-- of the head's place (at most the waiter ttl, 3 s): a head that died while still queued holds
+-- the lock no longer than its place would have held the queue back; the head extends the lease
+-- to its own ttl once it holds. A Redlock round that missed its quorum undoes itself without a
+-- grant (it wakes the head), so an undo never hands a master to a waiter the others did not.
 -- KEYS: 1 lock, 2 queue, 3 queue expiry, 4 fencing counter; ARGV: 1 token, 2 release channel,
--- 3 '1' to grant the head directly (single instance), '' to wake it (Redlock)
--- Returns 1 when released, 0 when the lock was not ours, {-1, type, key} for foreign data.
--- Publishes '' (nobody queued: wakes every local waiter), the head's queue member (a wake-up), or
--- the head's member, a tab and its fencing token (a grant; a member is a token, or a token, a
--- newline and the holder identity, which may hold spaces but no control character).
+-- 3 '1' to grant the head directly, '' to wake it, 4 the grant's token floor ('' = the server's
+-- time in µs; Redlock passes the releasing client's, one for every master, so masters whose
+-- counters agree grant one token and the head needs no write-back round)
 local bad, queued = foreign_lock_or_queue(KEYS[1], KEYS[2], KEYS[3])
 if bad then
   return bad
@@ -49,7 +48,7 @@ if head and ARGV[3] == '1' then
   -- its own acquire reports the foreign data.
   if not bad_c and place_ends and place_ends > now_ms then
     redis.call('SET', KEYS[1], head, 'PX', place_ends - now_ms)
-    local fence = string.format('%d', math.max(counter + 1, now_us))
+    local fence = string.format('%d', math.max(counter + 1, tonumber(ARGV[4]) or now_us))
     redis.call('SET', KEYS[4], fence)
     redis.call('ZREM', KEYS[2], head)
     redis.call('ZREM', KEYS[3], head)

@@ -4,6 +4,8 @@
 
 use std::sync::Arc;
 
+pub mod grants;
+
 use async_trait::async_trait;
 use lock_core::conformance::{CrashableClient, Harness};
 use lock_core::{DistributedLock, LockError};
