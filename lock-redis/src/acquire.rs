@@ -161,8 +161,17 @@ pub(crate) async fn acquire<R: Rounds>(
         score: rounds.queue_score(),
     };
     // Subscribed only once the lock turns out to be held (a free lock costs one round trip),
-    // followed at once by another round so a release in between is not missed.
-    let mut waits: Option<Vec<Waiting>> = None;
+    // followed at once by another round so a release in between is not missed — unless every
+    // node's channel is subscribed already (other waiters, or a recent one's linger): the
+    // waiter then registers before its first round and needs neither.
+    let mut waits: Option<Vec<Waiting>> = if try_only {
+        None
+    } else {
+        subscribers
+            .iter()
+            .map(|s| s.join_if_subscribed(&keys.channel, &token))
+            .collect()
+    };
     // Whatever an interrupted attempt or a departed waiter left behind is removed.
     let (cleanup_nodes, cleanup_keys, cleanup_token, cleanup_floor) = (
         Arc::clone(rounds.nodes()),

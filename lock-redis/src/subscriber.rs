@@ -3,20 +3,37 @@
 //! only that waiter is woken (an empty message — no queue — wakes every local waiter of the lock);
 //! a holder's release also carries the fencing token it granted that waiter on this node
 //! (`<member>\t<fence>`, `lua/release.lua`), which the waiter finds in [`Wake::take_grant`].
-//! Channels are subscribed while someone waits on them and unsubscribed when the last one
-//! leaves. If the connection dies, waiters still re-check on their heartbeat and the next
-//! registration opens a new one.
+//! Channels are subscribed while someone waits on them and for [`LINGER`] after the last one
+//! left: a waiter that comes back within it joins the live subscription before it looks at the
+//! lock ([`Subscriber::join_if_subscribed`]), so it needs no `SUBSCRIBE` and no second look
+//! (`tests/subscriptions.rs`). If the connection dies, waiters still re-check on their heartbeat
+//! and the next registration opens a new one.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use futures::StreamExt;
 use redis::aio::PubSubSink;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 
-type Channels = Arc<Mutex<HashMap<String, HashMap<String, Arc<Wake>>>>>;
+/// How long a channel stays subscribed after its last local waiter left.
+pub(crate) const LINGER: Duration = Duration::from_secs(1);
+
+/// Who waits on which channel, and which channels nobody waits on any more.
+#[derive(Default)]
+struct Registry {
+    /// Per channel, its local waiters by queue member.
+    waiting: HashMap<String, HashMap<String, Arc<Wake>>>,
+    /// Channels whose last waiter left, and when; each has a linger task that unsubscribes it
+    /// once it has stayed idle for [`LINGER`].
+    idle: HashMap<String, Instant>,
+}
+
+type Channels = Arc<Mutex<Registry>>;
 
 /// One waiter's wake-up, and the lock a release handed it, if one did.
 #[derive(Default)]
@@ -83,24 +100,28 @@ pub(crate) struct Waiting {
 
 impl Drop for Waiting {
     fn drop(&mut self) {
-        let empty = {
-            let mut ch = self.sub.channels.lock().unwrap_or_else(|p| p.into_inner());
-            let empty = match ch.get_mut(&self.channel) {
+        let linger = {
+            let mut reg = self.sub.channels.lock().unwrap_or_else(|p| p.into_inner());
+            let empty = match reg.waiting.get_mut(&self.channel) {
                 Some(w) => {
                     w.remove(&self.token);
                     w.is_empty()
                 }
                 None => false,
             };
-            if empty {
-                ch.remove(&self.channel);
+            // The first channel to go idle starts a linger task; a later one only moves the
+            // idle time on (the task sees it).
+            empty && {
+                reg.waiting.remove(&self.channel);
+                reg.idle
+                    .insert(self.channel.clone(), Instant::now())
+                    .is_none()
             }
-            empty
         };
-        if empty {
+        if linger {
             if let Ok(h) = tokio::runtime::Handle::try_current() {
                 let (sub, channel) = (Arc::clone(&self.sub), self.channel.clone());
-                h.spawn(async move { sub.unsubscribe_if_idle(&channel).await });
+                h.spawn(async move { sub.linger(&channel).await });
             }
         }
     }
@@ -124,13 +145,7 @@ impl Subscriber {
         channel: &str,
         token: &str,
     ) -> Waiting {
-        let wake = Arc::new(Wake::default());
-        self.channels
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(channel.to_owned())
-            .or_default()
-            .insert(token.to_owned(), Arc::clone(&wake));
+        let wake = self.register(channel, token);
         // Every waiter, not only the channel's first, returns only once the server confirmed
         // the subscription: a waiter that looked at the lock again while another waiter's
         // SUBSCRIBE was still on its way could miss the release in between and sleep until
@@ -155,6 +170,44 @@ impl Subscriber {
             }
         }
         drop(live);
+        self.waiting(wake, channel, token)
+    }
+
+    /// Registers `token` as a waiter on `channel` only if this connection is subscribed to it
+    /// now (a channel with waiters, or one lingering after its last waiter left) and free to
+    /// look at this instant; `None` otherwise, with nothing registered (the caller then
+    /// subscribes after its first look, [`Subscriber::wait_on`]). Registered under the
+    /// connection's lock, so the linger cannot unsubscribe the channel in between: every
+    /// release message from here on reaches the waiter.
+    pub(crate) fn join_if_subscribed(
+        self: &Arc<Self>,
+        channel: &str,
+        token: &str,
+    ) -> Option<Waiting> {
+        let live = self.live.try_lock().ok()?;
+        let l = live.as_ref()?;
+        if l.reader.is_finished() || !l.subscribed.contains(channel) {
+            return None;
+        }
+        let wake = self.register(channel, token);
+        drop(live);
+        Some(self.waiting(wake, channel, token))
+    }
+
+    /// Adds `token`'s wake-up to `channel`'s waiters.
+    fn register(&self, channel: &str, token: &str) -> Arc<Wake> {
+        let wake = Arc::new(Wake::default());
+        self.channels
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .waiting
+            .entry(channel.to_owned())
+            .or_default()
+            .insert(token.to_owned(), Arc::clone(&wake));
+        wake
+    }
+
+    fn waiting(self: &Arc<Self>, wake: Arc<Wake>, channel: &str, token: &str) -> Waiting {
         Waiting {
             wake,
             channel: channel.to_owned(),
@@ -178,8 +231,8 @@ impl Subscriber {
             while let Some(msg) = stream.next().await {
                 let message: String = msg.get_payload().unwrap_or_default();
                 let (next, granted) = parse(&message);
-                let ch = channels.lock().unwrap_or_else(|p| p.into_inner());
-                if let Some(waiters) = ch.get(msg.get_channel_name()) {
+                let reg = channels.lock().unwrap_or_else(|p| p.into_inner());
+                if let Some(waiters) = reg.waiting.get(msg.get_channel_name()) {
                     // The named head is woken (with its grant, if the release handed it the
                     // lock); a message naming nobody (an empty queue) wakes every local waiter;
                     // one naming another client's waiter wakes nobody here (a departed head's
@@ -210,6 +263,7 @@ impl Subscriber {
             .channels
             .lock()
             .unwrap_or_else(|p| p.into_inner())
+            .waiting
             .keys()
             .cloned()
             .collect();
@@ -221,19 +275,52 @@ impl Subscriber {
         Some(live)
     }
 
-    async fn unsubscribe_if_idle(&self, channel: &str) {
-        let mut live = self.live.lock().await;
-        let idle = !self
-            .channels
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .contains_key(channel);
-        if idle {
+    /// The linger task of `channel`, started when its last waiter left: unsubscribes it once
+    /// nobody has waited there for [`LINGER`]; ends at once if a waiter is back (the next one to
+    /// leave starts another).
+    async fn linger(&self, channel: &str) {
+        let mut since = match self.idle_since(channel) {
+            Some(t) => t,
+            None => return,
+        };
+        loop {
+            tokio::time::sleep_until(since + LINGER).await;
+            // Under the connection's lock, so no waiter joins the subscription in between.
+            let mut live = self.live.lock().await;
+            {
+                let mut reg = self.channels.lock().unwrap_or_else(|p| p.into_inner());
+                let busy = reg.waiting.contains_key(channel);
+                match reg.idle.get(channel).copied() {
+                    None => return,
+                    Some(_) if busy => {
+                        reg.idle.remove(channel);
+                        return;
+                    }
+                    // Idle again since then, after a waiter came and went.
+                    Some(t) if t != since => {
+                        since = t;
+                        continue;
+                    }
+                    Some(_) => {
+                        reg.idle.remove(channel);
+                    }
+                }
+            }
             if let Some(l) = live.as_mut() {
                 l.subscribed.remove(channel);
                 let _ = l.sink.unsubscribe(channel).await;
             }
+            return;
         }
+    }
+
+    fn idle_since(&self, channel: &str) -> Option<Instant> {
+        self.channels
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .idle
+            .get(channel)
+            .copied()
     }
 }
 
