@@ -82,6 +82,13 @@ impl Shared {
     /// How long after a renewal the next one starts: a third of the lease, or of the last
     /// vouched validity when that is shorter (ZooKeeper, Redlock), so a renewal always has
     /// two thirds of its validity to come back in.
+    /// The stretch the store was last told to keep the lock for, as far as the guard relies
+    /// on it: the vouched validity, at most the lease.
+    fn vouched(&self) -> Duration {
+        let s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        s.validity.map_or(s.ttl, |v| v.min(s.ttl))
+    }
+
     fn renew_every(&self) -> Duration {
         let s = self.state.lock().unwrap_or_else(|p| p.into_inner());
         s.validity.map_or(s.ttl, |v| v.min(s.ttl)) / 3
@@ -465,9 +472,11 @@ impl Drop for LockGuard {
 }
 
 /// How much earlier than the computed deadline a guard reports its lease lost: the timer and the
-/// store's expiry must never race (ttl·1% + 2 ms, as Redlock's drift).
-fn safety_margin(ttl: Duration) -> Duration {
-    ttl / 100 + Duration::from_millis(2)
+/// store's expiry must never race (1% + 2 ms, as Redlock's drift, of the stretch the store was
+/// told to keep the lock for — `vouched`: a direct grant's short claim, not the caller's long
+/// lease, whose 1% could outlast the claim and end the guard before its first renewal).
+fn safety_margin(vouched: Duration) -> Duration {
+    vouched / 100 + Duration::from_millis(2)
 }
 
 /// The guard's background task: renew every `ttl / 3` (or a third of a shorter vouched
@@ -478,7 +487,7 @@ async fn keep_alive(shared: Arc<Shared>) {
     loop {
         let scheduled = shared.snapshot();
         let (ttl, valid_until) = scheduled;
-        let valid_until = valid_until.map(|v| v - safety_margin(ttl));
+        let valid_until = valid_until.map(|v| v - safety_margin(shared.vouched()));
         let wake = if shared.renew {
             let at = Instant::now() + retry_after.unwrap_or_else(|| shared.renew_every());
             valid_until.map_or(at, |v| at.min(v))

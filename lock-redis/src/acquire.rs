@@ -16,11 +16,10 @@ use lock_core::{AcquireOptions, LockError, LockGuard};
 use redis::RedisResult;
 use tokio::time::Instant;
 
-use crate::clock::grant_floor;
 use crate::keys::Keys;
 use crate::lease::RedisLease;
-use crate::node::{Attempt, Node};
-use crate::subscriber::{Subscriber, Waiting};
+use crate::node::{Attempt, Handoff, Node};
+use crate::subscriber::{Grant, Subscriber, Waiting};
 
 /// A queued waiter re-checks (and refreshes its place) at least this often, even without a
 /// release message.
@@ -34,8 +33,9 @@ pub(crate) enum Round {
     Acquired { token: u64, validity: Duration },
     /// Not ours. `partial`: a Redlock round that won some masters but no quorum (a split
     /// vote while queues converge), worth retrying at once. `seen`: per node, the fencing
-    /// counter the round left there (the token it drew, where a split round granted and then
-    /// undid; `u64::MAX` where no answer came), so only a grant drawn after the round counts.
+    /// counter the round saw there (`u64::MAX` where it did not answer or was undone, since an
+    /// undo also removes a grant that landed before it), so only a grant drawn after the round
+    /// counts.
     Held {
         pttl_ms: i64,
         partial: bool,
@@ -73,8 +73,8 @@ pub(crate) trait Rounds: Sync {
     fn round(&self, bid: &Bid<'_>) -> impl Future<Output = Result<Round, LockError>> + Send;
 
     /// Whose clock floors the fencing token a release draws for the head it hands the lock
-    /// to (`clock::grant_floor`): `None`, each server's own; Redlock, this client's, behind by
-    /// this lag (a test hook; zero in use).
+    /// to (`node::Handoff`): `None`, each server's own; Redlock, this client's, behind by this
+    /// lag (a test hook; zero in use).
     fn clock_lag(&self) -> Option<Duration>;
 
     /// The fencing token of a lock that releases handed us (`grants[i]`: the token node `i`
@@ -173,22 +173,24 @@ pub(crate) async fn acquire<R: Rounds>(
             .collect()
     };
     // Whatever an interrupted attempt or a departed waiter left behind is removed.
-    let (cleanup_nodes, cleanup_keys, cleanup_token, cleanup_floor) = (
+    let (cleanup_nodes, cleanup_keys, cleanup_token, cleanup_lag) = (
         Arc::clone(rounds.nodes()),
         keys.clone(),
         token.clone(),
         rounds.clock_lag(),
     );
-    // The queue is left first: a release can then no longer grant us the lock, and a grant
-    // that landed before is given back (passed on) by the release after it.
+    // On each node the queue is left first: a release can then no longer grant us the lock,
+    // and a grant that landed before is given back (passed on) by the release after it — one
+    // release for every node, as a holder's is.
     let armed = CleanupOnDrop::new(move || {
         Box::pin(async move {
-            for n in cleanup_nodes.iter() {
-                let _ = n.leave(&cleanup_keys, &cleanup_token).await;
-                let _ = n
-                    .release(&cleanup_keys, &cleanup_token, grant_floor(cleanup_floor))
-                    .await;
-            }
+            let handoff = Handoff::new(cleanup_lag);
+            let (keys, token) = (&cleanup_keys, &cleanup_token);
+            join_all(cleanup_nodes.iter().map(|n| async move {
+                let _ = n.leave(keys, token).await;
+                let _ = n.release(keys, token, handoff).await;
+            }))
+            .await;
         })
     });
     let mut first_failure: Option<Instant> = None;
@@ -300,9 +302,9 @@ pub(crate) async fn acquire<R: Rounds>(
                 }
                 // Handed the lock by the releases that woke us: no round needed.
                 let grants = gather_grants(waits, &seen, rounds.quorum()).await;
-                if grants.iter().flatten().count() >= rounds.quorum() {
+                if let Some(fences) = one_release(&grants, rounds.quorum()) {
                     granted = rounds
-                        .settle_grants(&bid, &grants)
+                        .settle_grants(&bid, &fences)
                         .await
                         .map(|fence| (fence, started));
                 }
@@ -316,22 +318,22 @@ pub(crate) async fn acquire<R: Rounds>(
 /// once, so their messages arrive close together).
 const GRANT_GATHER: Duration = Duration::from_millis(5);
 
-/// Per node, the fencing token of the grant a release handed us there since our last round,
-/// if any. Only a grant drawn after the round ran counts (its token is above the counter the
-/// round saw there, `seen`): the round refreshed our place, so the grant's lease — the rest of
-/// the place — lasts at least [`WAITER_TTL`] from the round's start. An older grant (one that
-/// landed while the round was on its way, and lapsed or was taken back) is dropped. Once some
-/// nodes granted and fewer than `quorum`, the others' messages are awaited for up to
+/// Per node, the grant a release handed us there since our last round, if any. Only a grant
+/// drawn after the round ran counts (its token is above the counter the round saw there,
+/// `seen`): the round refreshed our place, so the grant's lease — the rest of the place — lasts
+/// at least [`WAITER_TTL`] from the round's start. An older grant (one that landed while the
+/// round was on its way, and lapsed or was taken back) is dropped. Once some nodes granted in
+/// one release and fewer than `quorum`, the others' messages are awaited for up to
 /// [`GRANT_GATHER`].
-async fn gather_grants(waits: &[Waiting], seen: &[u64], quorum: usize) -> Vec<Option<u64>> {
+async fn gather_grants(waits: &[Waiting], seen: &[u64], quorum: usize) -> Vec<Option<Grant>> {
     let mut grants = vec![None; waits.len()];
-    let take = |grants: &mut Vec<Option<u64>>| {
+    let take = |grants: &mut Vec<Option<Grant>>| {
         for ((g, w), &s) in grants.iter_mut().zip(waits).zip(seen) {
-            if let Some(fence) = w.wake.take_grant().filter(|&f| f > s) {
-                *g = Some(fence);
+            if let Some(grant) = w.wake.take_grant().filter(|g| g.fence > s) {
+                *g = Some(grant);
             }
         }
-        grants.iter().flatten().count()
+        largest_release(grants).map_or(0, |(_, n)| n)
     };
     let mut have = take(&mut grants);
     let until = Instant::now() + GRANT_GATHER;
@@ -345,4 +347,78 @@ async fn gather_grants(waits: &[Waiting], seen: &[u64], quorum: usize) -> Vec<Op
         have = take(&mut grants);
     }
     grants
+}
+
+/// The release that granted us on the most nodes, and on how many.
+fn largest_release(grants: &[Option<Grant>]) -> Option<(Option<u64>, usize)> {
+    grants
+        .iter()
+        .flatten()
+        .map(|g| {
+            let n = grants
+                .iter()
+                .flatten()
+                .filter(|o| o.release == g.release)
+                .count();
+            (g.release, n)
+        })
+        .max_by_key(|&(_, n)| n)
+}
+
+/// Per node, the fencing token one release granted us there, when that release granted us on
+/// a quorum of nodes (grants of different releases never make a quorum together: a grant a
+/// release drew before a later holder stored its token on that node could carry a token below
+/// it); `None` otherwise.
+fn one_release(grants: &[Option<Grant>], quorum: usize) -> Option<Vec<Option<u64>>> {
+    let (release, n) = largest_release(grants)?;
+    (n >= quorum).then(|| {
+        grants
+            .iter()
+            .map(|g| g.filter(|g| g.release == release).map(|g| g.fence))
+            .collect()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::one_release;
+    use crate::subscriber::Grant;
+
+    #[test]
+    fn a_quorum_of_grants_comes_from_one_release() {
+        let g = |fence, release| Some(Grant { fence, release });
+        // Single instance: its one grant.
+        assert_eq!(one_release(&[g(5, None)], 1), Some(vec![Some(5)]));
+        assert_eq!(one_release(&[None], 1), None);
+        // Three of five from one release.
+        assert_eq!(
+            one_release(
+                &[g(9, Some(1)), None, g(9, Some(1)), g(9, Some(1)), None],
+                3
+            ),
+            Some(vec![Some(9), None, Some(9), Some(9), None])
+        );
+        // Three of five, but from two releases: no quorum.
+        assert_eq!(
+            one_release(
+                &[g(9, Some(1)), g(4, Some(2)), g(9, Some(1)), None, None],
+                3
+            ),
+            None
+        );
+        // The release with a quorum wins; the other's grant is left out.
+        assert_eq!(
+            one_release(
+                &[
+                    g(9, Some(1)),
+                    g(4, Some(2)),
+                    g(9, Some(1)),
+                    g(9, Some(1)),
+                    None
+                ],
+                3
+            ),
+            Some(vec![Some(9), None, Some(9), Some(9), None])
+        );
+    }
 }

@@ -1,6 +1,7 @@
 //! The client's clock as a fencing-token floor: Redlock draws every token of a round, and
-//! every grant of a release, above one reading of it, so masters whose counters agree draw one
-//! token (`redlock/fence.rs`). A single instance uses the server's clock instead.
+//! every grant of a release (`node::Handoff`), above one reading of it, so masters whose
+//! counters agree draw one token (`redlock/fence.rs`). A single instance uses the server's
+//! clock instead.
 
 use std::time::Duration;
 
@@ -12,11 +13,4 @@ pub(crate) fn now_us(lag: Duration) -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
         .saturating_sub(behind)
-}
-
-/// The token floor a release hands to every node it grants on: this client's clock for a
-/// Redlock client (`lag`: see [`now_us`]), `None` (each server's own clock) for a single
-/// instance's.
-pub(crate) fn grant_floor(lag: Option<Duration>) -> Option<u64> {
-    lag.map(now_us)
 }

@@ -9,10 +9,9 @@ use lock_core::backend::Lease;
 use lock_core::LockError;
 use tokio::time::Instant;
 
-use crate::clock::grant_floor;
 use crate::error::map;
 use crate::keys::Keys;
-use crate::node::{Foreign, Node};
+use crate::node::{Foreign, Handoff, Node};
 
 /// The store side of a Redis guard.
 pub(crate) struct RedisLease {
@@ -128,13 +127,13 @@ impl Lease for RedisLease {
 
     async fn release(&self) -> Result<(), LockError> {
         let t = self.per_node_timeout;
-        // One floor for every node, so nodes whose counters agree grant the next waiter one
-        // token.
-        let floor = grant_floor(self.clock_lag);
+        // One handoff for every node: nodes whose counters agree grant the next waiter one
+        // token, and it counts their grants as one release's.
+        let handoff = Handoff::new(self.clock_lag);
         let results = join_all(
             self.nodes
                 .iter()
-                .map(|n| tokio::time::timeout(t, n.release(&self.keys, &self.token, floor))),
+                .map(|n| tokio::time::timeout(t, n.release(&self.keys, &self.token, handoff))),
         )
         .await;
         let Tally {

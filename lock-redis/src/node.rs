@@ -95,6 +95,31 @@ pub(crate) fn flag(reply: &Value) -> Result<bool, Foreign> {
     foreign_in(reply).map_or_else(|| Ok(int(reply) == 1), Err)
 }
 
+/// How a release hands the lock to the head of a node's queue (`lua/release.lua`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Handoff {
+    /// The grant's token is at least this (`None`: the server's clock in µs).
+    pub floor: Option<u64>,
+    /// The release the grant belongs to (`None` on a single instance): one id for every master
+    /// of one Redlock release, so the head counts a quorum of grants of one release only.
+    pub release: Option<u64>,
+}
+
+impl Handoff {
+    /// A release's handoff: on a single instance (`lag` `None`) the server's clock and no id; on
+    /// Redlock one reading of this client's clock (behind by `lag`, a test hook) and a fresh
+    /// random id, both the same for every master.
+    pub(crate) fn new(lag: Option<std::time::Duration>) -> Handoff {
+        match lag {
+            None => Handoff::default(),
+            Some(lag) => Handoff {
+                floor: Some(crate::clock::now_us(lag)),
+                release: Some(rand::random()),
+            },
+        }
+    }
+}
+
 /// One server: a reconnecting multiplexed connection plus the client to open pub/sub with.
 #[derive(Clone)]
 pub(crate) struct Node {
@@ -258,16 +283,16 @@ impl Node {
     }
 
     /// Releases our lock: `Ok(true)` released, `Ok(false)` not ours. The lock goes straight to
-    /// the head of the queue, if any, its token drawn at least `floor` (`None`: the server's
-    /// clock; see `lua/release.lua`): a single instance's head holds on it, a Redlock head once
-    /// a quorum of masters granted it.
+    /// the head of the queue, if any, as `handoff` says (see `lua/release.lua`): a single
+    /// instance's head holds on it, a Redlock head once a quorum of masters granted it in one
+    /// release.
     pub(crate) async fn release(
         &self,
         keys: &Keys,
         token: &str,
-        floor: Option<u64>,
+        handoff: Handoff,
     ) -> RedisResult<Result<bool, Foreign>> {
-        self.release_as(keys, token, true, floor).await
+        self.release_as(keys, token, Some(handoff)).await
     }
 
     /// Gives back what a Redlock round that missed its quorum took here: released like
@@ -278,16 +303,18 @@ impl Node {
         keys: &Keys,
         token: &str,
     ) -> RedisResult<Result<bool, Foreign>> {
-        self.release_as(keys, token, false, None).await
+        self.release_as(keys, token, None).await
     }
 
+    /// Releases, granting the head as `grant` says (`None`: only waking it).
     async fn release_as(
         &self,
         keys: &Keys,
         token: &str,
-        grant: bool,
-        floor: Option<u64>,
+        grant: Option<Handoff>,
     ) -> RedisResult<Result<bool, Foreign>> {
+        let opt = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
+        let handoff = grant.unwrap_or_default();
         let mut c = self.conn.clone();
         let reply: Value = RELEASE
             .key(&keys.lock)
@@ -296,8 +323,9 @@ impl Node {
             .key(&keys.fence)
             .arg(token)
             .arg(&keys.channel)
-            .arg(if grant { "1" } else { "" })
-            .arg(floor.map(|f| f.to_string()).unwrap_or_default())
+            .arg(if grant.is_some() { "1" } else { "" })
+            .arg(opt(handoff.floor))
+            .arg(opt(handoff.release))
             .invoke_async(&mut c)
             .await?;
         Ok(flag(&reply))

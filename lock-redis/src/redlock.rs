@@ -9,9 +9,9 @@
 //! * and validity remains after both: `ttl − elapsed − drift`, drift = ttl·1% + 2 ms.
 //!
 //! The guard then counts `ttl − drift` from the round's start. A round that is not won is
-//! undone on every master before anyone retries; one that found fewer than a quorum of
-//! masters answering is retried after a random pause for up to half a lease, then reported
-//! `Unavailable`.
+//! undone before anyone retries on every master that granted it or did not answer (not where
+//! another holder's key stood); one that found fewer than a quorum of masters answering is
+//! retried after a random pause for up to half a lease, then reported `Unavailable`.
 //!
 //! # Queue order
 //! Every master orders its queue by the waiter's own arrival time (the same score
@@ -116,13 +116,15 @@ impl Redlock {
         clock::now_us(self.clock_behind)
     }
 
-    /// Releases whatever a failed round took, on every master (each bounded by `t`), granting
-    /// nothing: the head is woken for a round of its own.
-    async fn undo(&self, keys: &Keys, token: &str, t: Duration) {
+    /// Releases whatever a failed round took, on the masters `on` names (each bounded by `t`),
+    /// granting nothing: the head is woken for a round of its own.
+    async fn undo(&self, keys: &Keys, token: &str, t: Duration, on: &[bool]) {
         join_all(
             self.nodes
                 .iter()
-                .map(|n| tokio::time::timeout(t, n.undo(keys, token))),
+                .zip(on)
+                .filter(|(_, &on)| on)
+                .map(|(n, _)| tokio::time::timeout(t, n.undo(keys, token))),
         )
         .await;
     }
@@ -210,8 +212,10 @@ impl Rounds for Redlock {
         .await;
         // Per master: the token it drew if it granted; the counters of those that did not.
         let (mut granted, mut counters) = (vec![None; self.nodes.len()], Vec::new());
-        // Per master: the counter the round left there (no answer: none known).
+        // Per master: the counter the round left there (no answer: none known), and whether
+        // it answered that someone else holds the lock (no key of ours to undo there).
         let mut seen = vec![u64::MAX; self.nodes.len()];
+        let mut held = vec![false; self.nodes.len()];
         // Per master: whether it still lists us in its queue (the write-back removes us).
         let mut listed = vec![false; self.nodes.len()];
         let (mut pttl, mut errors, mut last_err, mut foreign) = (i64::MAX, 0usize, None, None);
@@ -219,7 +223,6 @@ impl Rounds for Redlock {
             match r {
                 Ok(Ok(Attempt::Acquired { token, listed: l })) => {
                     granted[i] = Some(token);
-                    seen[i] = token;
                     listed[i] = l;
                 }
                 // The shortest remaining lease among the masters that have one (a master
@@ -229,6 +232,7 @@ impl Rounds for Redlock {
                     pttl = shortest_pttl(pttl, pttl_ms);
                     counters.push(counter);
                     seen[i] = counter;
+                    held[i] = true;
                 }
                 Ok(Ok(Attempt::Foreign(f))) => foreign = Some(f),
                 Ok(Err(e)) => {
@@ -247,7 +251,8 @@ impl Rounds for Redlock {
             // Another application's data at one of the lock's keys: no lock here. Whatever
             // other masters granted is undone before the error is returned.
             if grants > 0 {
-                self.undo(keys, token, t).await;
+                self.undo(keys, token, t, &vec![true; self.nodes.len()])
+                    .await;
             }
             return Err(LockError::backend(
                 &self.label,
@@ -274,13 +279,18 @@ impl Rounds for Redlock {
                 });
             }
         }
-        // Failed: undo everywhere before anyone retries — unless every master answered and
-        // none granted, where there is nothing to undo. An undo also removes any grant a
-        // holder's release handed us meanwhile (the key then holds our token), so after one no
-        // grant drawn so far may count: `seen` knows no counter until the next round.
-        if grants > 0 || errors > 0 {
-            self.undo(keys, token, t).await;
-            seen.fill(u64::MAX);
+        // Failed: undo before anyone retries, on every master that granted or did not answer
+        // (its reply may have been lost) — not where someone else held the lock when the round
+        // ran, which has no key of ours (a grant it hands us since is drawn above the counter
+        // `seen` keeps for it, and counts). An undo also removes any grant a holder's release
+        // handed us meanwhile (the key then holds our token), so no grant drawn so far on an
+        // undone master may count: `seen` knows no counter there until the next round.
+        let undo_on: Vec<bool> = held.iter().map(|h| !h).collect();
+        if undo_on.contains(&true) {
+            self.undo(keys, token, t, &undo_on).await;
+            for (s, _) in seen.iter_mut().zip(&undo_on).filter(|(_, &u)| u) {
+                *s = u64::MAX;
+            }
         }
         let answered = self.nodes.len() - errors;
         if answered < quorum {

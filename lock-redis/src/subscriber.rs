@@ -10,7 +10,6 @@
 //! and the next registration opens a new one.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -35,32 +34,52 @@ struct Registry {
 
 type Channels = Arc<Mutex<Registry>>;
 
+/// A lock a release handed a waiter on one node (`lua/release.lua`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Grant {
+    /// Its fencing token.
+    pub fence: u64,
+    /// The release it belongs to (Redlock; `None` on a single instance).
+    pub release: Option<u64>,
+}
+
 /// One waiter's wake-up, and the lock a release handed it, if one did.
 #[derive(Default)]
 pub(crate) struct Wake {
     pub notify: Notify,
-    /// The fencing token of a direct grant (0: none yet).
-    granted: AtomicU64,
+    /// The last grant a release handed this waiter, not yet taken.
+    granted: Mutex<Option<Grant>>,
 }
 
 impl Wake {
-    /// The fencing token of the grant a release handed this waiter since the last call, if any:
-    /// the lock key then holds the waiter's token, with the rest of its queue place as lease.
-    pub(crate) fn take_grant(&self) -> Option<u64> {
-        Some(self.granted.swap(0, Ordering::SeqCst)).filter(|&f| f > 0)
+    /// The grant a release handed this waiter since the last call, if any: the lock key then
+    /// holds the waiter's token, with the rest of its queue place as lease.
+    pub(crate) fn take_grant(&self) -> Option<Grant> {
+        self.granted
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
     }
 }
 
-/// Splits a release message into the waiter it names and the fencing token it granted that
-/// waiter, if any: `<member>\t<fence>` (a wake-up is the bare member, which may hold spaces —
-/// `<token>\n<identity>` — but never a tab: identities have no control characters).
-fn parse(message: &str) -> (&str, Option<u64>) {
-    match message.split_once('\t') {
-        Some((member, fence)) => match fence.parse() {
-            Ok(fence) => (member, Some(fence)),
-            Err(_) => (message, None),
+/// Splits a release message into the waiter it names and the grant it handed that waiter, if
+/// any: `<member>\t<fence>`, or `<member>\t<fence>\t<release id>` from Redlock (a wake-up is
+/// the bare member, which may hold spaces — `<token>\n<identity>` — but never a tab:
+/// identities have no control characters).
+fn parse(message: &str) -> (&str, Option<Grant>) {
+    let Some((member, rest)) = message.split_once('\t') else {
+        return (message, None);
+    };
+    let (fence, release) = match rest.split_once('\t') {
+        Some((fence, release)) => match release.parse() {
+            Ok(release) => (fence, Some(release)),
+            Err(_) => return (message, None),
         },
-        None => (message, None),
+        None => (rest, None),
+    };
+    match fence.parse() {
+        Ok(fence) => (member, Some(Grant { fence, release })),
+        Err(_) => (message, None),
     }
 }
 
@@ -239,8 +258,8 @@ impl Subscriber {
                     // entry expires and the heartbeat re-checks).
                     match waiters.get(next) {
                         Some(w) => {
-                            if let Some(fence) = granted {
-                                w.granted.store(fence, Ordering::SeqCst);
+                            if let Some(grant) = granted {
+                                *w.granted.lock().unwrap_or_else(|p| p.into_inner()) = Some(grant);
                             }
                             w.notify.notify_one();
                         }
@@ -326,18 +345,23 @@ impl Subscriber {
 
 #[cfg(test)]
 mod tests {
-    use super::parse;
+    use super::{parse, Grant};
 
     #[test]
     fn messages_name_a_waiter_and_maybe_its_grant() {
+        let grant = |fence, release| Some(Grant { fence, release });
         assert_eq!(
             parse("ab12\t1795409969355928"),
-            ("ab12", Some(1795409969355928))
+            ("ab12", grant(1795409969355928, None))
         );
+        assert_eq!(parse("ab12\t7\t99"), ("ab12", grant(7, Some(99))));
         assert_eq!(parse("ab12"), ("ab12", None));
         assert_eq!(parse(""), ("", None));
         // A member carrying a holder identity with spaces (and digits at its end).
         assert_eq!(parse("ab12\nnode 7"), ("ab12\nnode 7", None));
-        assert_eq!(parse("ab12\nnode 7\t42"), ("ab12\nnode 7", Some(42)));
+        assert_eq!(parse("ab12\nnode 7\t42"), ("ab12\nnode 7", grant(42, None)));
+        // Anything else after the member is no grant.
+        assert_eq!(parse("ab12\tx"), ("ab12\tx", None));
+        assert_eq!(parse("ab12\t7\tx"), ("ab12\t7\tx", None));
     }
 }

@@ -139,3 +139,8 @@ async fn a_grant_that_lapsed_while_the_heads_round_was_on_its_way_is_not_taken()
     );
     head_guard.release().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_lease_granted_directly_is_renewed() {
+    a_long_lease_granted_directly_is_renewed_not_lost(&single_url()).await;
+}

@@ -76,3 +76,50 @@ async fn grants_from_fewer_masters_than_a_quorum_are_not_the_lock() {
 async fn a_head_that_died_while_queued_holds_the_lock_back_at_most_its_place() {
     a_dead_head_holds_the_lock_back_at_most_its_place(&redlock_url()).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_lease_granted_directly_is_renewed() {
+    a_long_lease_granted_directly_is_renewed_not_lost(&redlock_url()).await;
+}
+
+/// A waiter that cannot reach one of the five masters still holds in its turn: its rounds wait
+/// out that master's timeout and undo only there, so the other masters' grants count (undoing
+/// everywhere removed them, and woke the waiter behind it, which took the lock first).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_cut_from_one_master_keeps_its_turn() {
+    let holder = connect_or_explain(&redlock_url()).await;
+    let (first, proxies) = proxied_with(&redlock_url(), "?timeout=500ms").await;
+    let second = connect_or_explain(&redlock_url()).await;
+    let name = unique("redlock-cut-one");
+    let opts = AcquireOptions::new()
+        .ttl(Duration::from_secs(10))
+        .wait(Duration::from_secs(20));
+    let held = holder.acquire(&name, &opts).await.unwrap();
+    let first_task = queued(&first, &name, opts.clone()).await;
+    let second_task = queued(&second, &name, opts.clone()).await;
+    // From now on each of the first waiter's heartbeat rounds waits 500 ms for master 5; the
+    // release lands while one of them does.
+    proxies[4].blackhole();
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    after_a_heartbeat(&proxies[..4]).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let token = held.fencing_token();
+    held.release().await.unwrap();
+    let g = tokio::time::timeout(Duration::from_secs(8), first_task)
+        .await
+        .expect("the first waiter did not get the lock in its turn")
+        .unwrap();
+    assert!(
+        !second_task.is_finished(),
+        "the second waiter held before the first"
+    );
+    assert!(g.fencing_token() > token);
+    let first_token = g.fencing_token();
+    g.release().await.unwrap();
+    let g2 = tokio::time::timeout(Duration::from_secs(8), second_task)
+        .await
+        .expect("the second waiter was never served")
+        .unwrap();
+    assert!(g2.fencing_token() > first_token);
+    g2.release().await.unwrap();
+}

@@ -6,7 +6,8 @@
 -- never deleted; foreign data at the lock or queue keys is reported before anything is written
 -- (prelude.lua) — the lock, if still ours, then frees itself when its lease runs out. A direct
 -- grant follows acquire.lua's rules: the lock goes to the first live waiter of the queue (FIFO),
--- its fencing token is max(counter + 1, floor), and it leaves the queue. Its lease is the rest
+-- its fencing token is max(counter + 1, floor), and it leaves the queue (a Redlock head stays
+-- listed: below). Its lease is the rest
 -- of the head's place (at most the waiter ttl, 3 s): a head that died while still queued holds
 -- the lock no longer than its place would have held the queue back; the head extends the lease
 -- to its own ttl once it holds. A Redlock round that missed its quorum undoes itself without a
@@ -14,7 +15,16 @@
 -- KEYS: 1 lock, 2 queue, 3 queue expiry, 4 fencing counter; ARGV: 1 token, 2 release channel,
 -- 3 '1' to grant the head directly, '' to wake it, 4 the grant's token floor ('' = the server's
 -- time in µs; Redlock passes the releasing client's, one for every master, so masters whose
--- counters agree grant one token and the head needs no write-back round)
+-- counters agree grant one token and the head needs no write-back round), 5 the release's id
+-- ('' on a single instance; Redlock: one random id for every master of one release, carried in
+-- the grant's message so the head counts a quorum of grants of one release only; the head then
+-- stays listed in the queue — its own release takes it out — so a grant that makes no quorum
+-- does not cost it its place)
+-- Returns 1 when released, 0 when the lock was not ours, {-1, type, key} for foreign data.
+-- Publishes '' (nobody queued: wakes every local waiter), the head's queue member (a wake-up), or
+-- the head's member, a tab and its fencing token, and for Redlock a tab and the release's id (a
+-- grant; a member is a token, or a token, a newline and the holder identity, which may hold
+-- spaces but no control character).
 local bad, queued = foreign_lock_or_queue(KEYS[1], KEYS[2], KEYS[3])
 if bad then
   return bad
@@ -50,9 +60,14 @@ if head and ARGV[3] == '1' then
     redis.call('SET', KEYS[1], head, 'PX', place_ends - now_ms)
     local fence = string.format('%d', math.max(counter + 1, tonumber(ARGV[4]) or now_us))
     redis.call('SET', KEYS[4], fence)
-    redis.call('ZREM', KEYS[2], head)
-    redis.call('ZREM', KEYS[3], head)
-    redis.call('PUBLISH', ARGV[2], head .. '\t' .. fence)
+    local message = head .. '\t' .. fence
+    if ARGV[5] == '' then
+      redis.call('ZREM', KEYS[2], head)
+      redis.call('ZREM', KEYS[3], head)
+    else
+      message = message .. '\t' .. ARGV[5]
+    end
+    redis.call('PUBLISH', ARGV[2], message)
     return 1
   end
 end

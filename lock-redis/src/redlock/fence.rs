@@ -29,6 +29,14 @@
 //! tokens then rise only if that clock is not behind the clocks of the earlier holders at
 //! their acquisitions. While the counters survive, nothing is assumed about client clocks.
 //!
+//! # Grants
+//! A head that holds on the grants of a holder's release (`Rounds::settle_grants`) settles its
+//! token by the same rule over the grants alone: every grant was drawn `max(counter + 1,
+//! floor)` by a master the release reached after the holder's token was stored on a quorum, so
+//! the granting quorum overlaps that quorum and the token is above it. Only grants of one
+//! release count together (each release's messages carry one random id): a grant drawn before
+//! a later holder stored its token on that master could carry a token below it.
+//!
 //! Mutual exclusion has its own assumptions (bounded drift, restarted masters staying down for
 //! a lease; see the crate docs); fencing is what protects the resource when those fail.
 

@@ -138,7 +138,7 @@ pub async fn the_head_holds_on_grants_without_a_request(url: &str, identity: Opt
     );
     let claims = pttls(url, &name).await;
     assert!(
-        claims.iter().all(|&c| c <= 3_000),
+        claims.iter().all(|&c| c > 0 && c <= 3_000),
         "a grant's claim is at most the waiter ttl: {claims:?}"
     );
     tokio::time::sleep_until(released_at + Duration::from_millis(2_000)).await;
@@ -193,4 +193,34 @@ pub async fn a_dead_head_holds_the_lock_back_at_most_its_place(url: &str) {
     assert!(g.fencing_token() > token);
     g.release().await.unwrap();
     dead_task.abort();
+}
+
+/// A head granted the lock with a long lease (300 s, whose 1% safety margin is longer than the
+/// grant's 3 s claim) keeps it: the guard renews to the caller's lease instead of reporting it
+/// lost before its first renewal.
+pub async fn a_long_lease_granted_directly_is_renewed_not_lost(url: &str) {
+    let holder = connect_or_explain(url).await;
+    let waiter = connect_or_explain(url).await;
+    let name = unique("grant-long");
+    let opts = AcquireOptions::new()
+        .ttl(Duration::from_secs(300))
+        .wait(Duration::from_secs(10));
+    let held = holder.acquire(&name, &opts).await.unwrap();
+    let task = queued(&waiter, &name, opts.clone()).await;
+    held.release().await.unwrap();
+    let g = tokio::time::timeout(Duration::from_secs(5), task)
+        .await
+        .expect("the head was not granted")
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(3_500)).await;
+    assert!(
+        !g.is_lost(),
+        "a directly granted 300 s lease was reported lost within 3.5 s"
+    );
+    let leases = pttls(url, &name).await;
+    assert!(
+        leases.iter().all(|&l| l > 290_000),
+        "the granted lock should hold the caller's 300 s lease by now: {leases:?}"
+    );
+    g.release().await.unwrap();
 }
