@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::future::join_all;
+use futures::stream::{FuturesUnordered, StreamExt};
 use lock_core::backend::Lease;
 use lock_core::LockError;
 use tokio::time::Instant;
@@ -130,12 +131,34 @@ impl Lease for RedisLease {
         // One handoff for every node: nodes whose counters agree grant the next waiter one
         // token, and it counts their grants as one release's.
         let handoff = Handoff::new(self.clock_lag);
-        let results = join_all(
-            self.nodes
-                .iter()
-                .map(|n| tokio::time::timeout(t, n.release(&self.keys, &self.token, handoff))),
-        )
-        .await;
+        let (keys, token) = (
+            Arc::new(self.keys.clone()),
+            Arc::<str>::from(self.token.as_str()),
+        );
+        let mut pending: FuturesUnordered<_> =
+            (0..self.nodes.len())
+                .map(|i| {
+                    let (nodes, keys, token) = (
+                        Arc::clone(&self.nodes),
+                        Arc::clone(&keys),
+                        Arc::clone(&token),
+                    );
+                    async move {
+                        tokio::time::timeout(t, nodes[i].release(&keys, &token, handoff)).await
+                    }
+                })
+                .collect();
+        // Released once a quorum said so: the rest go on in the background (the answer cannot
+        // change, and the next holder's grants do not wait for it).
+        let (mut results, mut released) = (Vec::with_capacity(self.nodes.len()), 0);
+        while let Some(r) = pending.next().await {
+            released += usize::from(matches!(r, Ok(Ok(Ok(true)))));
+            results.push(r);
+            if released >= self.quorum && !pending.is_empty() {
+                tokio::spawn(async move { while pending.next().await.is_some() {} });
+                break;
+            }
+        }
         let Tally {
             yes,
             no,

@@ -67,6 +67,20 @@ pub async fn queued(
     task
 }
 
+/// The lock key's remaining lease on each server of `url`, once every server's is a grant's
+/// claim (more than 0 and at most the waiter ttl, 3 s) or after 1 s of looking (a Redlock
+/// release returns once a quorum released; the others follow in the background).
+pub async fn grant_claims(url: &str, key: &str) -> Vec<i64> {
+    let until = Instant::now() + Duration::from_secs(1);
+    loop {
+        let claims = pttls(url, key).await;
+        if claims.iter().all(|&c| c > 0 && c <= 3_000) || Instant::now() > until {
+            return claims;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 /// The lock key's remaining lease on each server of `url`.
 pub async fn pttls(url: &str, key: &str) -> Vec<i64> {
     let mut out = Vec::new();
@@ -136,7 +150,7 @@ pub async fn the_head_holds_on_grants_without_a_request(url: &str, identity: Opt
         holder.try_acquire(&name, &opts).await.unwrap().is_none(),
         "the lock granted to the head is free for anyone"
     );
-    let claims = pttls(url, &name).await;
+    let claims = grant_claims(url, &name).await;
     assert!(
         claims.iter().all(|&c| c > 0 && c <= 3_000),
         "a grant's claim is at most the waiter ttl: {claims:?}"
@@ -175,7 +189,7 @@ pub async fn a_dead_head_holds_the_lock_back_at_most_its_place(url: &str) {
     held.release().await.unwrap();
     // The release granted the dead head on every server (nobody else holds it yet), for no
     // longer than the rest of its place.
-    let claims = pttls(url, &name).await;
+    let claims = grant_claims(url, &name).await;
     assert!(
         claims.iter().all(|&c| c > 0 && c <= 3_000),
         "the release should have granted the queue's head for the rest of its place: {claims:?}"
