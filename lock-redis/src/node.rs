@@ -17,9 +17,9 @@ use crate::scripts::{ACQUIRE, ALL, EXTEND, FENCE_WRITEBACK, LEAVE, PEEK, RELEASE
 /// The outcome of one acquire script run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Attempt {
-    /// We hold it now, with this node's fencing token; `listed`: our queue entry stays on this
-    /// node (a Redlock waiter keeps its place until the round is won).
-    Acquired { token: u64, listed: bool },
+    /// We hold it now, with this node's fencing token (a Redlock waiter's queue entry stays
+    /// until its release).
+    Acquired { token: u64 },
     /// Someone holds it (or waiters are ahead of us); the holder's lease has `pttl_ms` left
     /// (-1: no expiry, e.g. a redis-py lock without timeout); this node's fencing counter is
     /// `counter` (Redlock draws its token above it).
@@ -273,7 +273,6 @@ impl Node {
         Ok(match items.first().map(int) {
             Some(1) => Attempt::Acquired {
                 token: items.get(1).map(int).unwrap_or(0).max(0) as u64,
-                listed: items.get(2).map(int) == Some(1),
             },
             _ => Attempt::Held {
                 pttl_ms: items.get(1).map(int).unwrap_or(-2),

@@ -176,24 +176,15 @@ impl Rounds for Redlock {
     /// A quorum of masters granted: the token is the highest granted (each master drew it
     /// above its own counter, and a quorum overlaps the quorum that stores any earlier token),
     /// stored on a quorum before the lock counts as held — the masters that granted exactly
-    /// it, and the write-back elsewhere, which also takes us out of the queues of the masters
-    /// that did not grant (a grant took us out of its own).
+    /// it, and where they are too few, the write-back elsewhere (`redlock/fence.rs`). We stay
+    /// listed in the queues until our release takes us out.
     async fn settle_grants(&self, bid: &Bid<'_>, grants: &[Option<u64>]) -> Option<u64> {
         if grants.iter().flatten().count() < self.quorum {
             return None;
         }
         let fence = Fence::settle(grants, &[]);
-        let listed: Vec<bool> = grants.iter().map(Option::is_none).collect();
         let t = self.per_node_timeout(bid.ttl);
-        let stored = write_back(
-            &self.nodes,
-            bid.keys,
-            (bid.token, &listed),
-            &fence,
-            self.quorum,
-            t,
-        )
-        .await;
+        let stored = write_back(&self.nodes, bid.keys, bid.token, &fence, self.quorum, t).await;
         (stored >= self.quorum).then_some(fence.token)
     }
 
@@ -216,14 +207,11 @@ impl Rounds for Redlock {
         // it answered that someone else holds the lock (no key of ours to undo there).
         let mut seen = vec![u64::MAX; self.nodes.len()];
         let mut held = vec![false; self.nodes.len()];
-        // Per master: whether it still lists us in its queue (the write-back removes us).
-        let mut listed = vec![false; self.nodes.len()];
         let (mut pttl, mut errors, mut last_err, mut foreign) = (i64::MAX, 0usize, None, None);
         for (i, (r, node)) in results.into_iter().zip(self.nodes.iter()).enumerate() {
             match r {
-                Ok(Ok(Attempt::Acquired { token, listed: l })) => {
+                Ok(Ok(Attempt::Acquired { token })) => {
                     granted[i] = Some(token);
-                    listed[i] = l;
                 }
                 // The shortest remaining lease among the masters that have one (a master
                 // without the key, or one that never expires it, says nothing about when the
@@ -271,7 +259,7 @@ impl Rounds for Redlock {
         };
         if grants >= quorum && valid() {
             let fence = Fence::settle(&granted, &counters);
-            let stored = write_back(&self.nodes, keys, (token, &listed), &fence, quorum, t).await;
+            let stored = write_back(&self.nodes, keys, token, &fence, quorum, t).await;
             if stored >= quorum && valid() {
                 return Ok(Round::Acquired {
                     token: fence.token,

@@ -12,9 +12,9 @@
 -- in µs; Redlock passes the waiter's own arrival time so every master orders its queue alike),
 -- 6 token floor ('' = server time in µs; Redlock passes one client time per round so masters
 -- with equal counters grant equal tokens and the token write-back round can be skipped)
--- Returns {1, token, listed} when acquired (listed: 1 when our queue entry stays, which only a
--- Redlock waiter's does), {0, pttl ms, queue position, counter} when not (Redlock takes its
--- token above every counter it hears of, granting or not), {-1, type, key} for foreign data.
+-- Returns {1, token} when acquired, {0, pttl ms, queue position, counter} when not (Redlock
+-- takes its token above every counter it hears of, granting or not), {-1, type, key} for
+-- foreign data.
 local counter, bad, queued = check_lock_keys(KEYS[1], KEYS[2], KEYS[3], KEYS[4])
 if bad then
   return bad
@@ -34,19 +34,14 @@ local function grant()
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
   local fence = math.max(counter + 1, tonumber(ARGV[6]) or now_us)
   redis.call('SET', KEYS[2], string.format('%d', fence))
-  -- A single instance leaves its queue now; a Redlock waiter keeps its place until the quorum
-  -- is won (its token write-back leaves every queue), so undoing a split round does not send it
-  -- to the back of the line.
-  local listed = 0
-  if queued then
-    if ARGV[5] == '' then
-      redis.call('ZREM', KEYS[3], ARGV[1])
-      redis.call('ZREM', KEYS[4], ARGV[1])
-    elseif redis.call('ZSCORE', KEYS[3], ARGV[1]) then
-      listed = 1
-    end
+  -- A single instance leaves its queue now; a Redlock waiter keeps its place (a split round's
+  -- undo then does not send it to the back of the line) until its release takes it out
+  -- (release.lua), or a write-back does.
+  if queued and ARGV[5] == '' then
+    redis.call('ZREM', KEYS[3], ARGV[1])
+    redis.call('ZREM', KEYS[4], ARGV[1])
   end
-  return {1, string.format('%d', fence), listed}
+  return {1, string.format('%d', fence)}
 end
 local holder = redis.call('GET', KEYS[1])
 if holder == ARGV[1] then

@@ -30,6 +30,12 @@ if bad then
   return bad
 end
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  -- Not ours here, but a Redlock holder may still be listed in this master's queue (it holds
+  -- on a quorum elsewhere and sends no write-back to leave): a releasing client never waits.
+  if queued then
+    redis.call('ZREM', KEYS[2], ARGV[1])
+    redis.call('ZREM', KEYS[3], ARGV[1])
+  end
   return 0
 end
 redis.call('DEL', KEYS[1])

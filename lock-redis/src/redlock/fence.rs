@@ -7,10 +7,10 @@
 //! them: `t = max(every granted token, every reported counter + 1)`. The lock counts as held
 //! only once a quorum is known to store a counter ≥ `t`: the masters that granted exactly `t`,
 //! plus those that confirmed the write-back (`SET counter max(counter, t)`, sent to every
-//! master). Fast path: when a quorum granted exactly `t` (their counters agreed, so the shared
-//! floor gave them one token), nothing waits for the write-back, which then only lowers the
-//! lagging counters and leaves our queue entries, off the critical path; a master that granted
-//! exactly `t` and does not list us in its queue gets no write-back at all.
+//! master that does not store `t` yet). Fast path: when a quorum granted exactly `t` (their
+//! counters agreed, so the shared floor gave them one token), no write-back is sent at all —
+//! the lagging counters stay behind, which the argument below allows for, and a holder still
+//! listed in a master's queue leaves it with its release.
 //!
 //! # What Redlock fencing assumes
 //! A token `t` is stored on a quorum `Q` before its lock counts as held. A later round that
@@ -80,25 +80,28 @@ impl Fence {
     }
 }
 
-/// Sends the write-back of `fence` (raise the counter, leave the queue) to every master that
-/// needs it, each bounded by `per_node`: all but those that store the token already and do
-/// not list `owner` in their queue (`listed[i]`), where it would change nothing — so an
-/// uncontended round, granted alike everywhere and never queued, sends none. Returns how many
-/// masters are then known to store a counter ≥ the token: at once when a quorum already did
-/// (the write-backs go on in the background), else as soon as confirmations make a quorum,
-/// or when every write-back has answered or timed out.
+/// Stores `fence` on a quorum: nothing to send when a quorum granted exactly its token
+/// already (the lagging counters may stay behind: any later round overlaps that quorum, and a
+/// holder still listed in a queue leaves it with its release, `lua/release.lua`). Otherwise the
+/// write-back (raise the counter, leave the queue) goes to every master that does not store the
+/// token yet, each bounded by `per_node`. Returns how many masters are then known to store a
+/// counter ≥ the token: as soon as confirmations make a quorum (the other write-backs go on in
+/// the background), or when every write-back has answered or timed out.
 pub(crate) async fn write_back(
     nodes: &[Node],
     keys: &Keys,
-    (owner, listed): (&str, &[bool]),
+    owner: &str,
     fence: &Fence,
     quorum: usize,
     per_node: Duration,
 ) -> usize {
     let mut stored = fence.stored_on();
+    if stored >= quorum {
+        return stored;
+    }
     let (tx, mut rx) = mpsc::unbounded_channel();
     for (i, n) in nodes.iter().enumerate() {
-        if fence.stored[i] && !listed.get(i).copied().unwrap_or(true) {
+        if fence.stored[i] {
             continue;
         }
         let (n, keys, owner, tx, token) = (
