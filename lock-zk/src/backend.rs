@@ -58,21 +58,53 @@ impl<'a> Node<'a> {
 }
 
 /// Waits for `watcher` to fire until `deadline`: false when the deadline came first.
-async fn fired_within(watcher: OneshotWatcher, deadline: &Deadline) -> bool {
+/// How a waiter's wait for its watch ended.
+enum Woke {
+    /// The watch fired (or its session went away under it): look again.
+    Fired,
+    /// The caller's wait ran out.
+    TimedOut,
+    /// This client retired the waiter's session (`session.rs`): the waiter leaves.
+    Retired,
+}
+
+async fn fired_within(watcher: OneshotWatcher, deadline: &Deadline, retired: &LostSignal) -> Woke {
     // In its own task: zookeeper-client panics in `changed()` if the session goes away
     // mid-wait; a failed task is just another wake-up here (the caller re-lists next).
     let mut fired = tokio::spawn(async move {
         watcher.changed().await;
     });
-    let timed_out = match deadline.remaining() {
-        Some(left) => tokio::time::timeout(left, &mut fired).await.is_err(),
-        None => {
-            let _ = (&mut fired).await;
-            false
+    let expiry = async {
+        match deadline.instant() {
+            Some(at) => tokio::time::sleep_until(at).await,
+            None => std::future::pending().await,
         }
     };
+    let woke = tokio::select! {
+        _ = &mut fired => Woke::Fired,
+        _ = retired.wait() => Woke::Retired,
+        _ = expiry => Woke::TimedOut,
+    };
     fired.abort();
-    !timed_out
+    woke
+}
+
+/// A waiter's enrolment with its session: the signal fires when the session is retired, and
+/// is marked done (so the session forgets it) when the acquisition ends any other way.
+struct Enrolled(LostSignal);
+
+impl Enrolled {
+    fn with(session: &Session) -> Enrolled {
+        let signal = LostSignal::new();
+        session.register(&signal);
+        Enrolled(signal)
+    }
+}
+
+impl Drop for Enrolled {
+    fn drop(&mut self) {
+        self.0.mark_lost("the acquisition is over");
+    }
 }
 
 /// A ZooKeeper lock client: one session at a time (a new one after expiry).
@@ -221,6 +253,10 @@ impl ZkLock {
         } = node;
         let deadline = Deadline::after(opts.wait);
         let session = self.session().await?;
+        // A waiter leaves with its session: once this client retires the session (disconnected
+        // for a quarter of its timeout), the waiter's node would otherwise stay queued for as
+        // long as the old client keeps the session open on the server.
+        let retired = Enrolled::with(&session);
         let client = session.client.clone();
         let mine = Arc::new(
             Contender::new(client.clone(), dir.clone(), protected_prefix(&uuid()))
@@ -288,9 +324,22 @@ impl ZkLock {
                 }
             };
             if let Some(watcher) = watcher {
-                if !fired_within(watcher, &deadline).await {
-                    cleanup.run_now().await;
-                    return Ok(None);
+                match fired_within(watcher, &deadline, &retired.0).await {
+                    Woke::Fired => {}
+                    Woke::TimedOut => {
+                        cleanup.run_now().await;
+                        return Ok(None);
+                    }
+                    Woke::Retired => {
+                        cleanup.run_now().await;
+                        return Err(LockError::unavailable(
+                            &self.label,
+                            Some(name),
+                            "the ZooKeeper session was retired while waiting (disconnected for a \
+                             quarter of its timeout); retry",
+                            None,
+                        ));
+                    }
                 }
                 self.watch_events.fetch_add(1, Ordering::SeqCst);
             }
