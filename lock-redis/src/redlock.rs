@@ -299,7 +299,10 @@ impl Rounds for Redlock {
         }
         Ok(Round::Held {
             pttl_ms: if pttl == i64::MAX { 0 } else { pttl },
-            partial: grants > 0,
+            // Worth a quick retry only while a quorum is still within reach: when a quorum of
+            // masters holds the lock for someone else (a holder on a bare quorum, the others
+            // free), the next round could only split again — wait for a release instead.
+            partial: grants > 0 && held.iter().filter(|&&h| h).count() < quorum,
             seen,
         })
     }

@@ -123,3 +123,52 @@ async fn a_waiter_cut_from_one_master_keeps_its_turn() {
     assert!(g2.fencing_token() > first_token);
     g2.release().await.unwrap();
 }
+
+/// A holder on a bare quorum (3 of 5 masters; the other two free) does not make a waiter spin:
+/// the waiter's rounds win the two free masters and no quorum, and it then waits for the
+/// holder's release (or its heartbeat) instead of retrying within milliseconds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_does_not_spin_beside_a_holder_on_a_bare_quorum() {
+    let (holder, holder_proxies) = proxied_with(&redlock_url(), "?timeout=500ms").await;
+    let (waiter, proxies) = proxied(&redlock_url()).await;
+    let name = unique("redlock-bare-quorum");
+    let opts = AcquireOptions::new()
+        .ttl(Duration::from_secs(10))
+        .wait(Duration::from_secs(20));
+    // The holder reaches only masters 1-3 while it acquires.
+    for p in &holder_proxies[3..] {
+        p.kill();
+    }
+    let held = holder.acquire(&name, &opts).await.unwrap();
+    for p in &holder_proxies[3..] {
+        p.heal();
+    }
+    assert_eq!(
+        pttls(&redlock_url(), &name)
+            .await
+            .iter()
+            .filter(|&&p| p > 0)
+            .count(),
+        3,
+        "the holder should hold exactly 3 masters"
+    );
+    let task = queued(&waiter, &name, opts.clone()).await;
+    let before = sent(&proxies);
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let requests = sent(&proxies) - before;
+    // A heartbeat round a second (5 requests, and its undo on the two free masters); a spin
+    // retries every 0.5-2.5 ms.
+    assert!(
+        requests <= 30,
+        "the waiter sent {requests} requests in 1.5 s beside a holder on a bare quorum"
+    );
+    assert!(!task.is_finished());
+    let token = held.fencing_token();
+    held.release().await.unwrap();
+    let g = tokio::time::timeout(Duration::from_secs(5), task)
+        .await
+        .expect("the waiter was not served after the release")
+        .unwrap();
+    assert!(g.fencing_token() > token);
+    g.release().await.unwrap();
+}

@@ -40,9 +40,12 @@ if redis.call('GET', KEYS[1]) ~= ARGV[1] then
 end
 redis.call('DEL', KEYS[1])
 if not queued then
-  -- Nobody is queued (the uncontended case): no queue upkeep; the empty message still wakes
-  -- any local waiter whose queue entry ran out.
-  redis.call('PUBLISH', ARGV[2], '')
+  -- Nobody is queued (the uncontended case): no queue upkeep; a holder's release still wakes
+  -- any local waiter whose queue entry ran out with the empty message. A Redlock round's undo
+  -- ('' for ARGV[3]) wakes nobody here: the undoing waiter would only wake itself.
+  if ARGV[3] == '1' then
+    redis.call('PUBLISH', ARGV[2], '')
+  end
   return 1
 end
 -- A Redlock holder may still be listed in this master's queue: never wake a departed head.
@@ -77,5 +80,9 @@ if head and ARGV[3] == '1' then
     return 1
   end
 end
-redis.call('PUBLISH', ARGV[2], head or '')
+-- A round's undo wakes the head, if any (never the empty message, which would wake the undoing
+-- waiter itself and have it round again at once).
+if head or ARGV[3] == '1' then
+  redis.call('PUBLISH', ARGV[2], head or '')
+end
 return 1
