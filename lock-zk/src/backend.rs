@@ -255,8 +255,10 @@ impl ZkLock {
         let session = self.session().await?;
         // A waiter leaves with its session: once this client retires the session (disconnected
         // for a quarter of its timeout), the waiter's node would otherwise stay queued for as
-        // long as the old client keeps the session open on the server.
-        let retired = Enrolled::with(&session);
+        // long as the old client keeps the session open on the server. Enrolled before its
+        // first wait only (one retired already is signalled at once), so an acquisition that
+        // never waits adds nothing to the session's list.
+        let mut retired: Option<Enrolled> = None;
         let client = session.client.clone();
         let mine = Arc::new(
             Contender::new(client.clone(), dir.clone(), protected_prefix(&uuid()))
@@ -324,6 +326,7 @@ impl ZkLock {
                 }
             };
             if let Some(watcher) = watcher {
+                let retired = retired.get_or_insert_with(|| Enrolled::with(&session));
                 match fired_within(watcher, &deadline, &retired.0).await {
                     Woke::Fired => {}
                     Woke::TimedOut => {
