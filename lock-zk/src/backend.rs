@@ -12,12 +12,13 @@ use lock_core::{
     DistributedSemaphore, Leader, LockError, LockGuard, LockInfo, Wakeup,
 };
 use tokio::time::Instant;
-use zookeeper_client::{Acls, Client, CreateMode, CreateOptions, Error, EventType, OneshotWatcher};
+use zookeeper_client::{Acls, Client, CreateMode, CreateOptions, Error, OneshotWatcher};
 
 use crate::config::ZkConfig;
 use crate::contender::{Contender, Created};
 use crate::error::map;
 use crate::lease::ZkLease;
+use crate::own_watch::OwnWatch;
 use crate::path::{lock_path, protected_prefix, uuid, NodeKind, Turn};
 use crate::session::Session;
 
@@ -163,6 +164,13 @@ impl ZkLock {
     #[doc(hidden)]
     pub fn watch_events(&self) -> u64 {
         self.watch_events.load(Ordering::SeqCst)
+    }
+
+    /// Test support: the id of the session in use (`sid` in ZooKeeper's `cons` output),
+    /// opening a session if none lives.
+    #[doc(hidden)]
+    pub async fn session_id(&self) -> Result<i64, LockError> {
+        Ok(self.session().await?.client.session_id().0)
     }
 
     /// Test support: runs `hook` before each contender node is created (`None` removes it).
@@ -374,20 +382,13 @@ impl ZkLock {
         let node = mine.path(ours);
         let lost = LostSignal::new();
         session.register(&lost);
-        let own_watch = {
-            let (client, node, lost) = (session.client.clone(), node.clone(), lost.clone());
-            let (name, label) = (name.to_owned(), self.label.clone());
-            tokio::spawn(async move {
-                if let Ok((Some(_), watcher)) = client.check_and_watch_stat(&node).await {
-                    let ev = watcher.changed().await;
-                    if ev.event_type == EventType::NodeDeleted
-                        && lost.mark_lost(format!("lock node {node} was deleted by someone else"))
-                    {
-                        tracing::warn!(backend = %label, name = %name, node = %node, "lock lost: its node was deleted by someone else");
-                    }
-                }
-            })
-        };
+        let own_watch = OwnWatch::start(
+            session.client.clone(),
+            node.clone(),
+            lost.clone(),
+            name,
+            &self.label,
+        );
         // With renewals on, the guard confirms the session through the leader every third of
         // min(ttl, t/2, t/3) and counts it valid for t/3 after each confirmation (the acquire's
         // own round trip through the leader is the first): see `leader_validity`.

@@ -18,6 +18,7 @@ use zookeeper_client::Error;
 
 use crate::contender::Contender;
 use crate::error::map;
+use crate::own_watch::{OwnWatch, Standing};
 use crate::session::Session;
 use crate::validity::JOIN_WITHIN;
 
@@ -27,8 +28,9 @@ pub(crate) struct ZkLease {
     node: String,
     name: String,
     label: String,
-    /// Watches our own node so a deletion by someone else is reported at once.
-    own_watch: JoinHandle<()>,
+    /// Watches our own node so a deletion by someone else is reported at once, and so a
+    /// renewal need not ask whether the node stands.
+    own_watch: OwnWatch,
     /// Deletes our node once the guard is lost; stops on release.
     on_lost: JoinHandle<()>,
     lost: LostSignal,
@@ -40,7 +42,6 @@ pub(crate) struct ZkLease {
 
 impl Drop for ZkLease {
     fn drop(&mut self) {
-        self.own_watch.abort();
         // Dropped lost and unreleased (the guard skips release once lost): `on_lost` is deleting
         // the node and must finish. Otherwise there is nothing left for it to do.
         if !self.lost.is_lost() || self.released.load(Ordering::SeqCst) {
@@ -57,7 +58,7 @@ impl ZkLease {
         node: String,
         name: &str,
         label: &str,
-        own_watch: JoinHandle<()>,
+        own_watch: OwnWatch,
         validity: Duration,
         lost: LostSignal,
     ) -> Self {
@@ -106,7 +107,9 @@ impl ZkLease {
 #[async_trait]
 impl Lease for ZkLease {
     /// A liveness check through the leader: the session's shared `sync` (answered only once
-    /// the leader has seen it; see [`Session::confirm`]), then our node's existence. Vouches for
+    /// the leader has seen it; see [`Session::confirm`]), then our node's existence — from
+    /// [`OwnWatch`] while it is armed (no request: a deletion's event arrives before the `sync`'s
+    /// reply), else by asking the server. Vouches for
     /// the session for [`leader_validity`](crate::validity::leader_validity) from when that
     /// `sync` was sent, which may be up to [`JOIN_WITHIN`] of the validity before this call.
     async fn renew(&self, _ttl: Duration) -> Result<Option<Duration>, LockError> {
@@ -118,11 +121,16 @@ impl Lease for ZkLease {
             Ok(sent) => sent,
             Err(e) => return Err(map(e, &self.label, Some(&self.name))),
         };
+        let vouched = self
+            .validity
+            .saturating_sub(called.saturating_duration_since(sent));
+        match self.own_watch.standing() {
+            Standing::Stands => return Ok(Some(vouched)),
+            Standing::Gone => return Err(self.gone()),
+            Standing::Unknown => {}
+        }
         match self.session.client.check_stat(&self.node).await {
-            Ok(Some(_)) => Ok(Some(
-                self.validity
-                    .saturating_sub(called.saturating_duration_since(sent)),
-            )),
+            Ok(Some(_)) => Ok(Some(vouched)),
             Ok(None) => Err(self.gone()),
             Err(e) => Err(map(e, &self.label, Some(&self.name))),
         }
@@ -132,7 +140,9 @@ impl Lease for ZkLease {
     /// guard's node is deleted all the same, and the answer is `NotHeld`.
     async fn release(&self) -> Result<(), LockError> {
         self.released.store(true, Ordering::SeqCst);
-        self.own_watch.abort();
+        // The watch stays registered through the delete: the deletion's own event ends it,
+        // with no request to remove it.
+        self.own_watch.released();
         if !self.lost.is_lost() {
             self.on_lost.abort();
         }

@@ -91,6 +91,7 @@ mod contender;
 mod election;
 mod error;
 mod lease;
+mod own_watch;
 pub mod path;
 mod read;
 mod rwlock;
