@@ -1,7 +1,7 @@
 //! [`EtcdLock`]: etcd's `concurrency.Mutex` recipe as a [`LockBackend`].
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -19,7 +19,7 @@ use crate::key::LockKeys;
 use crate::lease::EtcdLease;
 use crate::lease_pool::LeasePool;
 use crate::members::Members;
-use crate::queue::{wait_for_turn, Rule, Waited};
+use crate::queue::{wait_for_turn, Rule, WaitCounts, Waited};
 
 /// An etcd lock client: one connection per member, one member in use at a time (see
 /// `members`).
@@ -29,7 +29,7 @@ pub struct EtcdLock {
     members: Arc<Members>,
     /// Leases that released locks left without a key, for the next acquisitions.
     leases: Arc<LeasePool>,
-    wakeups: Arc<AtomicU64>,
+    counts: Arc<WaitCounts>,
 }
 
 impl fmt::Debug for EtcdLock {
@@ -77,7 +77,7 @@ impl EtcdLock {
             label,
             members: Arc::new(members),
             leases: Arc::default(),
-            wakeups: Arc::default(),
+            counts: Arc::default(),
         })
     }
 
@@ -85,7 +85,14 @@ impl EtcdLock {
     /// for: the herd-effect check).
     #[doc(hidden)]
     pub fn wakeups(&self) -> u64 {
-        self.wakeups.load(Ordering::SeqCst)
+        self.counts.wakeups.load(Ordering::SeqCst)
+    }
+
+    /// Reads of a lock's whole range by this client's waiters (a waiter's other looks read
+    /// one key): the scaling check.
+    #[doc(hidden)]
+    pub fn range_reads(&self) -> u64 {
+        self.counts.range_reads.load(Ordering::SeqCst)
     }
 
     /// The configuration.
@@ -137,11 +144,7 @@ impl EtcdLock {
         } else {
             let gone = LostSignal::new();
             let keeper = me.keep_alive_while_waiting(gone.clone());
-            let wakeups = Arc::clone(&self.wakeups);
-            let on_wake = move || {
-                wakeups.fetch_add(1, Ordering::SeqCst);
-            };
-            match wait_for_turn(&me, &rule, &deadline, &gone, &on_wake).await? {
+            match wait_for_turn(&me, &rule, &deadline, &gone, &self.counts).await? {
                 Waited::TimedOut => {
                     drop(keeper);
                     cleanup.run_now().await;

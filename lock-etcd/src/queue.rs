@@ -12,11 +12,18 @@
 //! are served in the order their keys were created (FIFO), and a waiter that gives up (its key
 //! deleted) only makes its successor look again.
 //!
+//! Only the first look and a look after a deletion read the range (etcd sorts the whole range
+//! for it: a read costs as much as the queue is long). Any other look — after a watch that
+//! started past the read, ended without a deletion or stayed silent — reads the predecessor's
+//! key alone: keys created later have greater revisions, so while that key stands with the
+//! create revision the range read found, it is still the newest below ours.
+//!
 //! A watch that ends without a deletion (a member restarted, a compaction, no leader), or
 //! stays silent for half the lease (at most 2 s: a stream stuck on a member that went away
 //! reports nothing), is just another reason to look again. Store errors are retried with backoff for as long as our own
 //! lease can still be alive (its TTL since the last answer), then returned.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use etcd_client::{SortOrder, WatchOptions};
@@ -44,6 +51,15 @@ pub(crate) enum Rule {
     Fewer(String, usize),
 }
 
+/// What a client's waiters did, for tests (`EtcdLock::wakeups`, `EtcdLock::range_reads`).
+#[derive(Debug, Default)]
+pub(crate) struct WaitCounts {
+    /// Deletions seen that a waiter waited for.
+    pub wakeups: AtomicU64,
+    /// Reads of a whole range (not of one key).
+    pub range_reads: AtomicU64,
+}
+
 /// How a wait ended.
 pub(crate) enum Waited {
     /// No key below ours is left: we hold the lock.
@@ -54,32 +70,43 @@ pub(crate) enum Waited {
 
 /// Waits until `rule` lets us hold, or `deadline` (an expired deadline looks once: a try).
 /// `lease_gone` is set when our own lease expired meanwhile (then this returns an error).
-/// `on_wake` is called once per deletion seen that we waited for.
+/// `counts` records the deletions seen that we waited for and the range reads.
 pub(crate) async fn wait_for_turn(
     me: &Contender,
     rule: &Rule,
     deadline: &Deadline,
     lease_gone: &LostSignal,
-    on_wake: &(dyn Fn() + Send + Sync),
+    counts: &WaitCounts,
 ) -> Result<Waited, LockError> {
     let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(1));
     let mut last_answer = Instant::now();
     // A watch kept for the next look (see below), with the key it watches.
     let mut kept: Option<(Vec<u8>, Watching)> = None;
+    // `Rule::After`: the newest key below ours that the last range read found, with its
+    // create revision; the next look reads only that key (see the module doc).
+    let mut known: Option<(Vec<u8>, i64)> = None;
     let (range, limit) = match rule {
         Rule::After(range) => (range.clone(), 1),
         Rule::Fewer(range, n) => (range.clone(), *n),
     };
     loop {
-        let opts = by_create(SortOrder::Descend)
-            .with_max_create_revision(me.rev - 1)
-            .with_limit(i64::try_from(limit).unwrap_or(i64::MAX));
-        let range = range.clone();
+        let look = match &known {
+            Some((key, _)) => (key.clone(), None),
+            None => {
+                let opts = by_create(SortOrder::Descend)
+                    .with_max_create_revision(me.rev - 1)
+                    .with_limit(i64::try_from(limit).unwrap_or(i64::MAX));
+                (range.clone().into_bytes(), Some(opts))
+            }
+        };
+        if look.1.is_some() {
+            counts.range_reads.fetch_add(1, Ordering::Relaxed);
+        }
         let got = me
             .members
             .run(|c| {
-                let (range, opts) = (range.clone(), opts.clone());
-                async move { c.kv_client().get(range, Some(opts)).await }
+                let (key, opts) = look.clone();
+                async move { c.kv_client().get(key, opts).await }
             })
             .await;
         let resp = match got {
@@ -97,11 +124,21 @@ pub(crate) async fn wait_for_turn(
             Rule::After(_) => false,
             Rule::Fewer(..) => true,
         };
-        let pred = match resp.kvs().first() {
-            Some(_) if watch_prefix && resp.kvs().len() < limit => return Ok(Waited::Ours),
-            Some(_) if watch_prefix => range.clone().into_bytes(),
-            Some(pred) => pred.key().to_vec(),
-            None => return Ok(Waited::Ours),
+        let pred = match (known.take(), resp.kvs().first()) {
+            // The predecessor stands: still the newest key below ours.
+            (Some((key, rev)), Some(kv)) if kv.create_revision() == rev => {
+                known = Some((key.clone(), rev));
+                key
+            }
+            // It is gone (or its name was taken again, later than ours): read the range.
+            (Some(_), _) => continue,
+            (None, Some(_)) if watch_prefix && resp.kvs().len() < limit => return Ok(Waited::Ours),
+            (None, Some(_)) if watch_prefix => range.clone().into_bytes(),
+            (None, Some(pred)) => {
+                known = Some((pred.key().to_vec(), pred.create_revision()));
+                pred.key().to_vec()
+            }
+            (None, None) => return Ok(Waited::Ours),
         };
         if deadline.expired() {
             return Ok(Waited::TimedOut);
@@ -138,11 +175,19 @@ pub(crate) async fn wait_for_turn(
         }
         let watched = async {
             if watching.fired().await == Fired::Deleted {
-                on_wake();
+                counts.wakeups.fetch_add(1, Ordering::SeqCst);
+                // A deletion: the next look reads the range.
+                true
+            } else {
+                false
             }
         };
         tokio::select! {
-            () = watched => {}
+            deleted = watched => {
+                if deleted {
+                    known = None;
+                }
+            }
             // A watch that stays silent this long is not trusted: look again (a stream stuck
             // on a member that went away reports nothing).
             () = tokio::time::sleep(recheck_every(me.granted)) => {}
