@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""Prints the README's "Results" table from one benchmark run's results.json.
+"""Prints the README's "Results" tables from one benchmark run's results.json.
 
 Usage: scripts/readme_results.py DIR/results.json
 
 One row per backend and peer, in the order the run measured them: uncontended cycles/s and its
 ratio to the raw primitive, the contended scenario in one process (8 tasks) and across 8
-processes (handoffs/s, wait p99, re-takes), and the violations of all three. A cell the run did
-not measure is "–". Only reads the file; the README is edited by hand with the output.
+processes (handoffs/s, wait p99, re-takes), and the violations of all three; then the
+semaphore and read-write lock table. A cell the run did not measure is "–". Only reads the
+file; the README is edited by hand with the output.
 """
 import json
 import sys
@@ -72,6 +73,35 @@ def main(path):
             f"| {name} | {fmt(u.get('ops_per_sec'))} | {raw_cell} | {fmt(u.get('ratio_vs_baseline'), 2)} "
             f"| {fmt(c.get('ops_per_sec'))} | {ms(c.get('p99_us'))} | {pct(c.get('same_holder_fraction'))} "
             f"| {fmt(p.get('ops_per_sec'))} | {ms(p.get('p99_us'))} | {pct(p.get('same_holder_fraction'))} "
+            f"| {violations} |"
+        )
+
+    permits(rows)
+
+
+def permits(rows):
+    """The semaphore and read-write lock rows, one line per backend that offers either."""
+    order, by = [], {}
+    for r in rows:
+        if r["scenario"] not in ("semaphore", "rwlock"):
+            continue
+        b = r["backend"]
+        if b not in by:
+            order.append(b)
+            by[b] = {}
+        by[b][r["scenario"]] = r
+    print()
+    print(
+        "| backend | semaphore grants/s | wait p99 ms | peak permits out "
+        "| read-write grants/s | wait p99 ms | violations |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for b in order:
+        sem, rw = by[b].get("semaphore", {}), by[b].get("rwlock", {})
+        violations = sum(r.get("violations") or 0 for r in by[b].values())
+        print(
+            f"| {LABELS.get(b, b)} | {fmt(sem.get('ops_per_sec'))} | {ms(sem.get('p99_us'))} "
+            f"| {fmt(sem.get('param'))} | {fmt(rw.get('ops_per_sec'))} | {ms(rw.get('p99_us'))} "
             f"| {violations} |"
         )
 

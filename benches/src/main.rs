@@ -6,6 +6,7 @@
 
 mod charts;
 mod external;
+mod heap;
 mod peers;
 mod raw;
 mod report;

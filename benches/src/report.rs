@@ -90,9 +90,9 @@ pub fn markdown(h: &Header, rows: &[ResultRow]) -> String {
     let _ = writeln!(s, "\n## Scaling\n");
     let _ = writeln!(
         s,
-        "| backend | scenario | n | per second | mean µs per handoff | RSS growth KiB |"
+        "| backend | scenario | n | per second | mean µs per handoff | RSS growth KiB | heap growth KiB |"
     );
-    let _ = writeln!(s, "|---|---|---:|---:|---:|---:|");
+    let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|");
     for r in rows.iter().filter(|r| r.scenario.starts_with("scaling")) {
         let per = if r.scenario == "scaling-waiters" {
             f(r.p50_us)
@@ -101,7 +101,7 @@ pub fn markdown(h: &Header, rows: &[ResultRow]) -> String {
         };
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} |",
             r.backend,
             r.scenario,
             r.param.unwrap_or(0),
@@ -109,6 +109,9 @@ pub fn markdown(h: &Header, rows: &[ResultRow]) -> String {
             per,
             r.rss_kb
                 .map(|v| v.to_string())
+                .unwrap_or_else(|| "–".into()),
+            r.heap_bytes
+                .map(|v| (v / 1024).to_string())
                 .unwrap_or_else(|| "–".into())
         );
     }

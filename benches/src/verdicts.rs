@@ -185,12 +185,17 @@ pub fn verdicts(rows: &[ResultRow]) -> Vec<String> {
     }
     for r in of("scaling-names") {
         if let (Some(kb), Some(n)) = (r.rss_kb, r.param) {
-            let per = kb as f64 * 1024.0 / n.max(1) as f64;
+            // The larger of the resident-set growth and the live heap growth: the first misses
+            // memory freed earlier and handed out again, the second the allocator's slack.
+            let heap = r.heap_bytes.unwrap_or(0);
+            let per = (kb * 1024).max(heap) as f64 / n.max(1) as f64;
             out.push(format!(
-                "- {}: {:.0} bytes of client memory per held lock ({} held) — {} the ≤ 2 KiB target",
+                "- {}: {:.0} bytes of client memory per held lock ({} held; heap {:.0}, resident {:.0}) — {} the ≤ 2 KiB target",
                 r.backend,
                 per,
                 n,
+                heap as f64 / n.max(1) as f64,
+                (kb * 1024) as f64 / n.max(1) as f64,
                 verdict(per <= 2048.0)
             ));
         }
@@ -257,6 +262,19 @@ mod tests {
         let v = verdicts(&[r]);
         assert!(
             v[0].contains("3072 bytes") && v[0].contains("MISSES"),
+            "{v:?}"
+        );
+    }
+
+    #[test]
+    fn memory_per_lock_counts_the_heap_when_the_resident_set_did_not_grow() {
+        let mut r = row("etcd", "scaling-names", 1.0);
+        r.rss_kb = Some(0);
+        r.heap_bytes = Some(25_000_000);
+        r.param = Some(10_000);
+        let v = verdicts(&[r]);
+        assert!(
+            v[0].contains("2500 bytes") && v[0].contains("MISSES"),
             "{v:?}"
         );
     }

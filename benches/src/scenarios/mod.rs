@@ -46,6 +46,8 @@ pub struct ResultRow {
     pub param: Option<u64>,
     /// Resident memory growth in KiB (names scenario).
     pub rss_kb: Option<u64>,
+    /// Live heap growth in bytes (names scenario), counted by the allocator.
+    pub heap_bytes: Option<u64>,
     /// Anything the reader must know about this row.
     pub note: String,
 }

@@ -63,6 +63,7 @@ pub async fn names(
 ) -> Result<ResultRow, String> {
     let prefix = fresh_name("names");
     let before = rss_kb();
+    let heap_before = crate::heap::live();
     let sem = Arc::new(Semaphore::new(64));
     let start = Instant::now();
     let mut tasks = Vec::new();
@@ -81,6 +82,7 @@ pub async fn names(
     }
     let elapsed = start.elapsed();
     let grown = rss_kb().saturating_sub(before);
+    let heap_grown = crate::heap::live().saturating_sub(heap_before);
     for g in guards {
         g.release().await.map_err(|e| e.to_string())?;
     }
@@ -90,7 +92,8 @@ pub async fn names(
         ops_per_sec: n as f64 / elapsed.as_secs_f64(),
         param: Some(n as u64),
         rss_kb: Some(grown),
-        note: "acquisitions/s while holding all; rss_kb = resident memory growth".into(),
+        heap_bytes: Some(heap_grown),
+        note: "acquisitions/s while holding all; rss_kb = resident memory growth, heap_bytes = live heap growth".into(),
         ..Default::default()
     })
 }
