@@ -9,8 +9,11 @@
 //! sends, one per session however many guards it holds (10,000 held guards each asking for
 //! their node once a renewal overloaded ZooKeeper on two cores and lost locks).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures::future::{BoxFuture, FutureExt, Shared};
@@ -38,10 +41,46 @@ pub(crate) enum Standing {
     Unknown,
 }
 
+/// How many times the watch task started and finished polling the pending event. `Shared`
+/// answers `Pending` to a clone polled while another clone is polling the inner future, so
+/// [`OwnWatch::standing`] trusts a `Pending` only when no poll of the task overlapped its own.
+#[derive(Default)]
+struct Polls {
+    started: AtomicU64,
+    done: AtomicU64,
+}
+
+impl Polls {
+    fn read(&self) -> (u64, u64) {
+        (
+            self.started.load(Ordering::SeqCst),
+            self.done.load(Ordering::SeqCst),
+        )
+    }
+}
+
+/// The watch task's wait for the pending event, counted in [`Polls`].
+struct Counted<'a> {
+    pending: Pending,
+    polls: &'a Polls,
+}
+
+impl Future for Counted<'_> {
+    type Output = WatchedEvent;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<WatchedEvent> {
+        self.polls.started.fetch_add(1, Ordering::SeqCst);
+        let polled = self.pending.poll_unpin(cx);
+        self.polls.done.fetch_add(1, Ordering::SeqCst);
+        polled
+    }
+}
+
 /// The watch on one guard's node; its task marks the guard lost when someone else deletes the
-/// node. Dropping it stops the task.
+/// node (or finds it gone when it registers again). Dropping it stops the task.
 pub(crate) struct OwnWatch {
     armed: Arc<Mutex<Option<Pending>>>,
+    polls: Arc<Polls>,
     /// Set by the guard's own release: the deletion that follows is not a loss.
     released: Arc<AtomicBool>,
     task: JoinHandle<()>,
@@ -66,19 +105,35 @@ impl OwnWatch {
         label: &str,
     ) -> Self {
         let armed: Arc<Mutex<Option<Pending>>> = Arc::default();
+        let polls: Arc<Polls> = Arc::default();
         let released = Arc::new(AtomicBool::new(false));
         let task = tokio::spawn({
-            let (armed, released) = (Arc::clone(&armed), Arc::clone(&released));
+            let (armed, polls, released) = (
+                Arc::clone(&armed),
+                Arc::clone(&polls),
+                Arc::clone(&released),
+            );
             let (name, label) = (name.to_owned(), label.to_owned());
             async move {
+                let lose = |why: &str| {
+                    if !released.load(Ordering::SeqCst)
+                        && lost.mark_lost(format!("lock node {node} {why}"))
+                    {
+                        tracing::warn!(backend = %label, name = %name, node = %node, "lock lost: its node {why}");
+                    }
+                };
                 // Ends when the node or the session is gone; each turn is one registration,
                 // started again only after an event or a failed request (the task dies with
                 // the guard: `Drop` aborts it).
                 loop {
                     let watcher = match client.check_and_watch_stat(&node).await {
                         Ok((Some(_), watcher)) => watcher,
-                        // Gone already: the guard's renewal asks the server and finds out.
-                        Ok((None, _)) => return,
+                        // Gone when registering (again, after a data change): deleted by
+                        // someone else, unless by our own release.
+                        Ok((None, _)) => {
+                            lose("is gone (deleted by someone else)");
+                            return;
+                        }
                         Err(
                             zookeeper_client::Error::SessionExpired
                             | zookeeper_client::Error::ClientClosed,
@@ -90,17 +145,15 @@ impl OwnWatch {
                     };
                     let pending: Pending = watcher.changed().boxed().shared();
                     *lock(&armed) = Some(pending.clone());
-                    let ev = pending.await;
+                    let ev = Counted {
+                        pending,
+                        polls: &polls,
+                    }
+                    .await;
                     *lock(&armed) = None;
                     match ev.event_type {
                         EventType::NodeDeleted => {
-                            if !released.load(Ordering::SeqCst)
-                                && lost.mark_lost(format!(
-                                    "lock node {node} was deleted by someone else"
-                                ))
-                            {
-                                tracing::warn!(backend = %label, name = %name, node = %node, "lock lost: its node was deleted by someone else");
-                            }
+                            lose("was deleted by someone else");
                             return;
                         }
                         // The session ended: its own signal reports the loss.
@@ -114,6 +167,7 @@ impl OwnWatch {
         });
         OwnWatch {
             armed,
+            polls,
             released,
             task,
         }
@@ -122,11 +176,18 @@ impl OwnWatch {
     /// Whether the node stands as far as the events the client has read tell (see the module
     /// doc for why that covers every reply read before this call).
     pub(crate) fn standing(&self) -> Standing {
-        let pending = lock(&self.armed).clone();
-        match pending.map(|p| p.now_or_never()) {
+        let Some(pending) = lock(&self.armed).clone() else {
+            return Standing::Unknown;
+        };
+        let before = self.polls.read();
+        let seen = pending.now_or_never();
+        let after = self.polls.read();
+        match seen {
+            // Nothing fired — trusted only if the watch task was not polling meanwhile (then
+            // `Shared` may have answered `Pending` without looking; the event may be in).
+            None if alone(before, after) => Standing::Stands,
             None => Standing::Unknown,
-            Some(None) => Standing::Stands,
-            Some(Some(ev)) => match ev.event_type {
+            Some(ev) => match ev.event_type {
                 EventType::NodeDeleted | EventType::Session => Standing::Gone,
                 _ => Standing::Unknown,
             },
@@ -141,6 +202,28 @@ impl OwnWatch {
     }
 }
 
+/// Whether no poll of the watch task overlapped a look between the [`Polls`] readings `before`
+/// and `after` (started, done): none was under way at `before`, none started since.
+fn alone(before: (u64, u64), after: (u64, u64)) -> bool {
+    before.0 == before.1 && after.0 == before.0
+}
+
 fn lock(slot: &Mutex<Option<Pending>>) -> std::sync::MutexGuard<'_, Option<Pending>> {
     slot.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::alone;
+
+    #[test]
+    fn a_look_is_trusted_only_without_an_overlapping_poll() {
+        assert!(alone((3, 3), (3, 3)), "no poll at all");
+        assert!(
+            !alone((4, 3), (4, 4)),
+            "a poll under way when the look began"
+        );
+        assert!(!alone((3, 3), (4, 3)), "a poll began during the look");
+        assert!(!alone((3, 3), (4, 4)), "a whole poll fell inside the look");
+    }
 }

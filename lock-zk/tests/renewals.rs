@@ -96,3 +96,29 @@ async fn a_deletion_after_a_data_change_is_reported_at_once() {
         deleted.elapsed()
     );
 }
+
+/// A data change and the node's deletion in one transaction: the watch fires on the data
+/// change, and registering again finds the node gone. With renewal off nothing else would ever
+/// ask, so this is the watch's own report.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_found_gone_when_watching_again_is_reported() {
+    let url = standalone_url();
+    let lock = zk_lock(&format!("{url}?session_timeout={SESSION}")).await;
+    let name = unique("renewals-gone");
+    let opts = wait(10).renew(false).ttl(Duration::from_secs(300));
+    let g = lock.acquire(&name, &opts).await.unwrap();
+    let zk = raw(&url).await;
+    let dir = lock_zk::path::lock_path(&lock.config().base, &name).unwrap();
+    let children = zk.list_children(&dir).await.unwrap();
+    let node = format!("{dir}/{}", children[0]);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut both = zk.new_multi_writer();
+    both.add_set_data(&node, b"someone else", None).unwrap();
+    both.add_delete(&node, None).unwrap();
+    both.commit().await.unwrap();
+    let lost = tokio::time::timeout(Duration::from_secs(2), g.lost()).await;
+    assert!(
+        lost.is_ok(),
+        "a guard whose node is gone was not reported lost"
+    );
+}
