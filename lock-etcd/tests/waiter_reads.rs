@@ -55,6 +55,14 @@ async fn waiters_read_the_range_only_to_start_and_after_a_deletion() {
         );
     }
     assert!(tokens.iter().all(|&t| t > token), "{token} then {tokens:?}");
+    let mut distinct = tokens.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert_eq!(
+        distinct.len(),
+        tokens.len(),
+        "two waiters held with one token: {tokens:?}"
+    );
     let all = waiters.range_reads();
     assert!(
         all <= 2 * WAITERS + 5,
