@@ -43,25 +43,26 @@ def pct(f):
     return "–" if f is None else f"{round(f * 100)}%"
 
 
+def by_backend(rows, scenarios):
+    """{backend: {scenario: row}} for `scenarios`, backends in the order the run measured them."""
+    by = {}
+    for r in rows:
+        if r["scenario"] in scenarios:
+            by.setdefault(r["backend"], {})[r["scenario"]] = r
+    return by
+
+
 def main(path):
     with open(path) as f:
         rows = json.load(f)
-    order, by = [], {}
-    for r in rows:
-        if r["scenario"] not in ("uncontended", "contended", "contended-procs"):
-            continue
-        b = r["backend"]
-        if b not in by:
-            order.append(b)
-            by[b] = {}
-        by[b][r["scenario"]] = r
+    by = by_backend(rows, ("uncontended", "contended", "contended-procs"))
     print(
         "| backend | uncontended cycles/s | raw primitive/s | lock ÷ raw "
         "| in one process: handoffs/s (8 tasks) | wait p99 ms | re-takes "
         "| across 8 processes: handoffs/s | wait p99 ms | re-takes | violations |"
     )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for b in order:
+    for b in by:
         s = by[b]
         u, c, p = s.get("uncontended", {}), s.get("contended", {}), s.get("contended-procs", {})
         peer = any(r.get("note", "").startswith("peer") for r in s.values())
@@ -81,22 +82,14 @@ def main(path):
 
 def permits(rows):
     """The semaphore and read-write lock rows, one line per backend that offers either."""
-    order, by = [], {}
-    for r in rows:
-        if r["scenario"] not in ("semaphore", "rwlock"):
-            continue
-        b = r["backend"]
-        if b not in by:
-            order.append(b)
-            by[b] = {}
-        by[b][r["scenario"]] = r
+    by = by_backend(rows, ("semaphore", "rwlock"))
     print()
     print(
         "| backend | semaphore grants/s | wait p99 ms | peak permits out "
         "| read-write grants/s | wait p99 ms | violations |"
     )
     print("|---|---:|---:|---:|---:|---:|---:|")
-    for b in order:
+    for b in by:
         sem, rw = by[b].get("semaphore", {}), by[b].get("rwlock", {})
         violations = sum(r.get("violations") or 0 for r in by[b].values())
         print(

@@ -5,7 +5,6 @@
 //! deletes it too, answering `NotHeld`): while the session lives, a lost guard's node would
 //! otherwise keep the name locked for everyone until the process exits (issue 14).
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -34,7 +33,6 @@ pub(crate) struct ZkLease {
     /// Deletes our node once the guard is lost; stops on release.
     on_lost: JoinHandle<()>,
     lost: LostSignal,
-    released: AtomicBool,
     /// How long a check that reached the leader vouches for the session: see
     /// [`leader_validity`](crate::validity::leader_validity).
     validity: Duration,
@@ -44,7 +42,7 @@ impl Drop for ZkLease {
     fn drop(&mut self) {
         // Dropped lost and unreleased (the guard skips release once lost): `on_lost` is deleting
         // the node and must finish. Otherwise there is nothing left for it to do.
-        if !self.lost.is_lost() || self.released.load(Ordering::SeqCst) {
+        if !self.lost.is_lost() || self.own_watch.is_released() {
             self.on_lost.abort();
         }
     }
@@ -88,7 +86,6 @@ impl ZkLease {
             own_watch,
             on_lost,
             lost,
-            released: AtomicBool::new(false),
             validity,
         }
     }
@@ -141,9 +138,8 @@ impl Lease for ZkLease {
     /// Deletes our node (and any other node of ours a lost create reply left behind). A lost
     /// guard's node is deleted all the same, and the answer is `NotHeld`.
     async fn release(&self) -> Result<(), LockError> {
-        self.released.store(true, Ordering::SeqCst);
-        // The watch stays registered through the delete: the deletion's own event ends it,
-        // with no request to remove it.
+        // Marks the guard released (`Drop` reads it), and keeps the watch registered through
+        // the delete: the deletion's own event ends it, with no request to remove it.
         self.own_watch.released();
         if !self.lost.is_lost() {
             self.on_lost.abort();

@@ -76,13 +76,20 @@ impl Future for Counted<'_> {
     }
 }
 
+/// What the watch task and the guard share (one allocation per guard).
+#[derive(Default)]
+struct State {
+    /// The pending event while the watch is registered.
+    armed: Mutex<Option<Pending>>,
+    polls: Polls,
+    /// Set by the guard's own release: the deletion that follows is not a loss.
+    released: AtomicBool,
+}
+
 /// The watch on one guard's node; its task marks the guard lost when someone else deletes the
 /// node (or finds it gone when it registers again). Dropping it stops the task.
 pub(crate) struct OwnWatch {
-    armed: Arc<Mutex<Option<Pending>>>,
-    polls: Arc<Polls>,
-    /// Set by the guard's own release: the deletion that follows is not a loss.
-    released: Arc<AtomicBool>,
+    state: Arc<State>,
     task: JoinHandle<()>,
 }
 
@@ -104,19 +111,13 @@ impl OwnWatch {
         name: &str,
         label: &str,
     ) -> Self {
-        let armed: Arc<Mutex<Option<Pending>>> = Arc::default();
-        let polls: Arc<Polls> = Arc::default();
-        let released = Arc::new(AtomicBool::new(false));
+        let state: Arc<State> = Arc::default();
         let task = tokio::spawn({
-            let (armed, polls, released) = (
-                Arc::clone(&armed),
-                Arc::clone(&polls),
-                Arc::clone(&released),
-            );
+            let state = Arc::clone(&state);
             let (name, label) = (name.to_owned(), label.to_owned());
             async move {
                 let lose = |why: &str| {
-                    if !released.load(Ordering::SeqCst)
+                    if !state.released.load(Ordering::SeqCst)
                         && lost.mark_lost(format!("lock node {node} {why}"))
                     {
                         tracing::warn!(backend = %label, name = %name, node = %node, "lock lost: its node {why}");
@@ -144,13 +145,13 @@ impl OwnWatch {
                         }
                     };
                     let pending: Pending = watcher.changed().boxed().shared();
-                    *lock(&armed) = Some(pending.clone());
+                    *lock(&state.armed) = Some(pending.clone());
                     let ev = Counted {
                         pending,
-                        polls: &polls,
+                        polls: &state.polls,
                     }
                     .await;
-                    *lock(&armed) = None;
+                    *lock(&state.armed) = None;
                     match ev.event_type {
                         EventType::NodeDeleted => {
                             lose("was deleted by someone else");
@@ -165,23 +166,18 @@ impl OwnWatch {
                 }
             }
         });
-        OwnWatch {
-            armed,
-            polls,
-            released,
-            task,
-        }
+        OwnWatch { state, task }
     }
 
     /// Whether the node stands as far as the events the client has read tell (see the module
     /// doc for why that covers every reply read before this call).
     pub(crate) fn standing(&self) -> Standing {
-        let Some(pending) = lock(&self.armed).clone() else {
+        let Some(pending) = lock(&self.state.armed).clone() else {
             return Standing::Unknown;
         };
-        let before = self.polls.read();
+        let before = self.state.polls.read();
         let seen = pending.now_or_never();
-        let after = self.polls.read();
+        let after = self.state.polls.read();
         match seen {
             // Nothing fired — trusted only if the watch task was not polling meanwhile (then
             // `Shared` may have answered `Pending` without looking; the event may be in).
@@ -198,7 +194,12 @@ impl OwnWatch {
     /// The watch stays registered, so the deletion's own event ends it on the server and the
     /// client without a separate request to remove it.
     pub(crate) fn released(&self) {
-        self.released.store(true, Ordering::SeqCst);
+        self.state.released.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether [`released`](Self::released) was called.
+    pub(crate) fn is_released(&self) -> bool {
+        self.state.released.load(Ordering::SeqCst)
     }
 }
 
