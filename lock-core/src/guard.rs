@@ -1,8 +1,9 @@
 //! [`LockGuard`]: proof of holding a lock, written once for every backend.
 //!
-//! A guard owns one background task that renews the lease every `ttl / 3` (or a third of the
-//! validity the store last vouched for, when shorter; when renewal is on) and watches the lease
-//! deadline; it stops when the guard is released, dropped or lost.
+//! A guard renews its lease every `ttl / 3` (or a third of the validity the store last vouched
+//! for, when shorter; when renewal is on) and watches the lease deadline, through its
+//! runtime's one renewal scheduler ([`crate::renewals`]: an entry in a timer heap per guard,
+//! not a task); scheduling stops when the guard is released, dropped or lost.
 //! The lock is reported lost (and stays lost) when a renewal is refused, when the store stays
 //! unreachable until the lease runs out, when an unrenewed lease runs out, or when the backend
 //! signals it (session expiry, a dead connection, the lock removed by someone else).
@@ -15,14 +16,15 @@
 
 use std::fmt;
 use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use tokio::task::JoinHandle;
+use futures::future::BoxFuture;
 use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::backend::{Lease, LostSignal};
+use crate::renewals::{Renewable, Slot, Step};
 use crate::LockError;
 
 /// How long a background (drop) release may take before it is abandoned.
@@ -69,11 +71,17 @@ struct Shared {
     /// Held across each store renewal and the recording of its result, so `extend` and the
     /// background renewal never run at once nor record their results out of order.
     renewing: tokio::sync::Mutex<()>,
-    /// Wakes the background task when `extend` changed the schedule.
-    rescheduled: tokio::sync::Notify,
+    /// This guard's place with the runtime's renewal scheduler.
+    slot: Slot,
 }
 
 impl Shared {
+    /// Files this guard for its regular next renewal or lease check (a new generation).
+    fn reschedule(self: &Arc<Self>) {
+        let me: Weak<dyn Renewable> = Arc::downgrade(self) as Weak<dyn Renewable>;
+        self.slot.reschedule(me);
+    }
+
     fn snapshot(&self) -> (Duration, Option<Instant>) {
         let s = self.state.lock().unwrap_or_else(|p| p.into_inner());
         (s.ttl, s.valid_until)
@@ -125,7 +133,6 @@ impl Shared {
 #[must_use = "the lock is released in the background as soon as the guard is dropped"]
 pub struct LockGuard {
     shared: Arc<Shared>,
-    task: Option<JoinHandle<()>>,
     finished: bool,
 }
 
@@ -201,14 +208,12 @@ impl LockGuard {
                 validity: parts.validity,
             }),
             renewing: tokio::sync::Mutex::new(()),
-            rescheduled: tokio::sync::Notify::new(),
+            slot: Slot::new(parts.renew || valid_until.is_some()),
         });
         tracing::debug!(name = %shared.name, backend = %shared.backend, token = shared.token, "lock acquired");
-        let task = (shared.renew || valid_until.is_some())
-            .then(|| tokio::spawn(keep_alive(Arc::clone(&shared))));
+        shared.reschedule();
         LockGuard {
             shared,
-            task,
             finished: false,
         }
     }
@@ -363,7 +368,8 @@ impl LockGuard {
             }
             Err(e) => Err(e),
         };
-        self.shared.rescheduled.notify_one();
+        // Renewed or not, the schedule counts from what is recorded now.
+        self.shared.reschedule();
         res
     }
 
@@ -374,9 +380,7 @@ impl LockGuard {
     /// new holder is untouched); store errors otherwise (the lease then frees the lock).
     pub async fn release(mut self) -> Result<(), LockError> {
         self.finished = true;
-        if let Some(t) = self.task.take() {
-            t.abort();
-        }
+        self.shared.slot.stop();
         let span = tracing::debug_span!("release", name = %self.shared.name, backend = %self.shared.backend, token = self.shared.token);
         let res = self.shared.lease.release().instrument(span).await;
         match &res {
@@ -397,9 +401,7 @@ impl LockGuard {
     #[doc(hidden)]
     pub fn abandon(mut self) {
         self.finished = true;
-        if let Some(t) = self.task.take() {
-            t.abort();
-        }
+        self.shared.slot.stop();
         std::mem::forget(Arc::clone(&self.shared));
     }
 }
@@ -451,9 +453,7 @@ impl LockContext {
 
 impl Drop for LockGuard {
     fn drop(&mut self) {
-        if let Some(t) = self.task.take() {
-            t.abort();
-        }
+        self.shared.slot.stop();
         // A lost guard is released too: every backend's release is owner-checked (it never
         // touches another holder's lock), and it frees what a lost guard may still occupy
         // (a ZooKeeper node of a live session, a row or key not yet expired).
@@ -479,96 +479,105 @@ fn safety_margin(vouched: Duration) -> Duration {
     vouched / 100 + Duration::from_millis(2)
 }
 
-/// The guard's background task: renew every `ttl / 3` (or a third of a shorter vouched
-/// validity), retry sooner on transient errors, and
-/// mark the lock lost when a renewal is refused or the lease runs out.
-async fn keep_alive(shared: Arc<Shared>) {
-    let mut retry_after: Option<Duration> = None;
-    loop {
-        let scheduled = shared.snapshot();
-        let (ttl, valid_until) = scheduled;
-        let valid_until = valid_until.map(|v| v - safety_margin(shared.vouched()));
-        let wake = if shared.renew {
-            let at = Instant::now() + retry_after.unwrap_or_else(|| shared.renew_every());
-            valid_until.map_or(at, |v| at.min(v))
+impl Renewable for Shared {
+    fn slot(&self) -> &Slot {
+        &self.slot
+    }
+
+    fn due(&self, retry: Option<Duration>) -> Option<Instant> {
+        if self.lost.is_lost() {
+            return None;
+        }
+        let valid_until = self.snapshot().1.map(|v| v - safety_margin(self.vouched()));
+        if self.renew {
+            let at = Instant::now() + retry.unwrap_or_else(|| self.renew_every());
+            Some(valid_until.map_or(at, |v| at.min(v)))
         } else {
-            match valid_until {
-                Some(v) => v,
-                None => return,
+            valid_until
+        }
+    }
+
+    fn step(self: Arc<Self>, gen: u64) -> BoxFuture<'static, Step> {
+        Box::pin(renew_once(self, gen))
+    }
+}
+
+/// One step of a guard's upkeep, when its entry of generation `gen` came due: renew (when
+/// renewal is on), asking to retry sooner after a transient error, and mark the lock lost when
+/// a renewal is refused or the lease runs out.
+async fn renew_once(shared: Arc<Shared>, gen: u64) -> Step {
+    if !shared.slot.is_current(gen) {
+        return Step::Done;
+    }
+    if let Some(reason) = shared.lost.reason() {
+        // Lost through the backend's own signal (session expiry, a dead connection).
+        tracing::warn!(name = %shared.name, backend = %shared.backend, token = shared.token, %reason, "lock lost");
+        return Step::Done;
+    }
+    let (ttl, valid_until) = shared.snapshot();
+    let valid_until = valid_until.map(|v| v - safety_margin(shared.vouched()));
+    // One renewal at a time: wait for a concurrent `extend` to finish and read its result,
+    // but never past the lease deadline known now (a hung `extend` must not delay `lost()`).
+    let _turn = match valid_until {
+        Some(v) => match tokio::time::timeout_at(v, shared.renewing.lock()).await {
+            Ok(turn) => turn,
+            // An `extend` renewed meanwhile and filed its own schedule.
+            Err(_) if !shared.slot.is_current(gen) => return Step::Done,
+            Err(_) => {
+                shared.lose(format!(
+                    "the {ttl:?} lease ran out while an extend was still waiting for the store"
+                ));
+                return Step::Done;
             }
+        },
+        None => shared.renewing.lock().await,
+    };
+    if !shared.slot.is_current(gen) {
+        // An `extend` renewed meanwhile and filed its own schedule: no second renewal.
+        return Step::Done;
+    }
+    if valid_until.is_some_and(|v| Instant::now() >= v) {
+        let why = if shared.renew {
+            format!("the {ttl:?} lease ran out before a renewal succeeded")
+        } else {
+            format!("the {ttl:?} lease ran out (renewal is off)")
         };
-        tokio::select! {
-            _ = tokio::time::sleep_until(wake) => {}
-            reason = shared.lost.wait() => {
-                // Lost through the backend's own signal (session expiry, a dead connection).
-                tracing::warn!(name = %shared.name, backend = %shared.backend, token = shared.token, %reason, "lock lost");
-                return;
-            }
-            // `extend` changed the lease: compute the schedule again.
-            _ = shared.rescheduled.notified() => {
-                retry_after = None;
-                continue;
-            }
+        shared.lose(why);
+        return Step::Done;
+    }
+    let again = |retry| match shared.slot.next_generation() {
+        Some(gen) => Step::Again { gen, retry },
+        None => Step::Done,
+    };
+    if !shared.renew {
+        return again(None);
+    }
+    let started = Instant::now();
+    let deadline = valid_until.unwrap_or(started + ttl);
+    let span = tracing::debug_span!("renew", name = %shared.name, backend = %shared.backend, token = shared.token);
+    let renewal = shared.lease.renew(ttl).instrument(span);
+    let res = match tokio::time::timeout_at(deadline, renewal).await {
+        Ok(r) => r,
+        Err(_) => Err(LockError::unavailable(
+            &shared.backend,
+            Some(&shared.name),
+            "renewal timed out",
+            None,
+        )),
+    };
+    match res {
+        Ok(validity) => {
+            shared.record_renewal(ttl, started, validity);
+            tracing::trace!(name = %shared.name, token = shared.token, "lease renewed");
+            again(None)
         }
-        // One renewal at a time: wait for a concurrent `extend` to finish and read its result,
-        // but never past the lease deadline known now (a hung `extend` must not delay `lost()`).
-        let _turn = match valid_until {
-            Some(v) => match tokio::time::timeout_at(v, shared.renewing.lock()).await {
-                Ok(turn) => turn,
-                // An `extend` renewed meanwhile: schedule from its result.
-                Err(_) if shared.snapshot() != scheduled => continue,
-                Err(_) => {
-                    shared.lose(format!(
-                        "the {ttl:?} lease ran out while an extend was still waiting for the store"
-                    ));
-                    return;
-                }
-            },
-            None => shared.renewing.lock().await,
-        };
-        if shared.snapshot() != scheduled {
-            // An `extend` renewed meanwhile: schedule from its result instead of renewing again.
-            continue;
+        Err(e @ (LockError::NotHeld { .. } | LockError::Lost { .. })) => {
+            shared.lose(e.to_string());
+            Step::Done
         }
-        if valid_until.is_some_and(|v| Instant::now() >= v) {
-            let why = if shared.renew {
-                format!("the {ttl:?} lease ran out before a renewal succeeded")
-            } else {
-                format!("the {ttl:?} lease ran out (renewal is off)")
-            };
-            shared.lose(why);
-            return;
-        }
-        if !shared.renew {
-            continue;
-        }
-        let started = Instant::now();
-        let deadline = valid_until.unwrap_or(started + ttl);
-        let span = tracing::debug_span!("renew", name = %shared.name, backend = %shared.backend, token = shared.token);
-        let renewal = shared.lease.renew(ttl).instrument(span);
-        let res = match tokio::time::timeout_at(deadline, renewal).await {
-            Ok(r) => r,
-            Err(_) => Err(LockError::unavailable(
-                &shared.backend,
-                Some(&shared.name),
-                "renewal timed out",
-                None,
-            )),
-        };
-        match res {
-            Ok(validity) => {
-                shared.record_renewal(ttl, started, validity);
-                retry_after = None;
-                tracing::trace!(name = %shared.name, token = shared.token, "lease renewed");
-            }
-            Err(e @ (LockError::NotHeld { .. } | LockError::Lost { .. })) => {
-                shared.lose(e.to_string());
-                return;
-            }
-            Err(e) => {
-                tracing::warn!(name = %shared.name, backend = %shared.backend, error = %e, "renewal failed; retrying");
-                retry_after = Some((ttl / 10).max(Duration::from_millis(20)));
-            }
+        Err(e) => {
+            tracing::warn!(name = %shared.name, backend = %shared.backend, error = %e, "renewal failed; retrying");
+            again(Some((ttl / 10).max(Duration::from_millis(20))))
         }
     }
 }
@@ -639,6 +648,104 @@ mod tests {
         assert!((4..=6).contains(&n), "{n} renewals in 1.05 s");
         assert!(!g.is_lost(), "{g:?}");
         g.abandon();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn held_guards_share_one_task_and_each_renews_on_time() {
+        let tasks = || {
+            tokio::runtime::Handle::current()
+                .metrics()
+                .num_alive_tasks()
+        };
+        let before = tasks();
+        let leases: Vec<Arc<Scripted>> = (0..100).map(|_| Arc::default()).collect();
+        let guards: Vec<LockGuard> = leases
+            .iter()
+            .map(|l| {
+                let mut p = parts(Arc::clone(l), Duration::ZERO);
+                p.renew = true;
+                p.into_guard()
+            })
+            .collect();
+        // One scheduler for the runtime (started here or by an earlier test), no task per guard.
+        assert!(
+            tasks() <= before + 1,
+            "{} tasks for 100 guards",
+            tasks() - before
+        );
+        // A 1 s lease renews every ~333 ms: three renewals each in 1.05 s.
+        tokio::time::sleep(Duration::from_millis(1050)).await;
+        for (i, l) in leases.iter().enumerate() {
+            let n = l.renewals.load(Ordering::SeqCst);
+            assert_eq!(n, 3, "guard {i} renewed {n} times in 1.05 s");
+        }
+        assert!(guards.iter().all(|g| !g.is_lost()));
+        // Released guards are renewed no more; the others go on.
+        let mut guards = guards.into_iter();
+        for g in guards.by_ref().take(50) {
+            g.release().await.unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        let counts: Vec<usize> = leases
+            .iter()
+            .map(|l| l.renewals.load(Ordering::SeqCst))
+            .collect();
+        assert!(
+            counts[..50].iter().all(|&n| n == 3),
+            "renewed after release: {counts:?}"
+        );
+        assert!(
+            counts[50..].iter().all(|&n| n == 6),
+            "stopped renewing: {counts:?}"
+        );
+        guards.for_each(LockGuard::abandon);
+    }
+
+    /// A lease whose renewals hang until cancelled, counting cancellations.
+    #[derive(Default)]
+    struct Hung {
+        started: AtomicUsize,
+        cancelled: Arc<AtomicUsize>,
+    }
+
+    struct CountOnDrop(Arc<AtomicUsize>);
+
+    impl Drop for CountOnDrop {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[async_trait]
+    impl Lease for Hung {
+        async fn renew(&self, _: Duration) -> Result<Option<Duration>, LockError> {
+            self.started.fetch_add(1, Ordering::SeqCst);
+            let _count = CountOnDrop(Arc::clone(&self.cancelled));
+            std::future::pending().await
+        }
+
+        async fn release(&self) -> Result<(), LockError> {
+            Ok(())
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn release_cancels_a_renewal_in_flight() {
+        let lease = Arc::new(Hung::default());
+        let mut p = parts(Arc::new(Scripted::default()), Duration::ZERO);
+        p.lease = Arc::clone(&lease) as Arc<dyn Lease>;
+        p.renew = true;
+        let g = p.into_guard();
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        assert_eq!(lease.started.load(Ordering::SeqCst), 1);
+        assert_eq!(lease.cancelled.load(Ordering::SeqCst), 0);
+        g.release().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert_eq!(
+            lease.cancelled.load(Ordering::SeqCst),
+            1,
+            "the renewal outlived release"
+        );
     }
 
     /// A lease whose first renewal takes 300 ms and later ones 50 ms, tracking overlap.

@@ -40,6 +40,7 @@ pub mod memory;
 pub mod options;
 pub mod permits;
 pub mod recipes;
+mod renewals;
 pub mod rwlock;
 pub mod secret;
 pub mod semaphore;
