@@ -382,10 +382,13 @@ impl ZkLock {
         let node = mine.path(ours);
         let lost = LostSignal::new();
         session.register(&lost);
+        // Deleting a lost guard's nodes is bounded by the client's own give-up point (7/5 of
+        // the session timeout) and then some.
         let own_watch = OwnWatch::start(
-            session.client.clone(),
+            Arc::clone(mine),
             node.clone(),
             lost.clone(),
+            session.client.session_timeout() * 2,
             name,
             &self.label,
         );

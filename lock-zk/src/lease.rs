@@ -1,9 +1,10 @@
 //! [`ZkLease`]: the store side of a ZooKeeper guard — our contender node.
 //!
 //! The node is ours by its unique name (`_c_<uuid>-lock-<seq>`), so deleting it is always
-//! owner-checked. A guard reported lost deletes its node at once (and a release of a lost guard
-//! deletes it too, answering `NotHeld`): while the session lives, a lost guard's node would
-//! otherwise keep the name locked for everyone until the process exits (issue 14).
+//! owner-checked. A guard reported lost deletes its node at once ([`OwnWatch`]'s task; and a
+//! release of a lost guard deletes it too, answering `NotHeld`): while the session lives, a
+//! lost guard's node would otherwise keep the name locked for everyone until the process exits
+//! (issue 14).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,7 +12,6 @@ use std::time::Duration;
 use async_trait::async_trait;
 use lock_core::backend::{Lease, LostSignal};
 use lock_core::LockError;
-use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use zookeeper_client::Error;
 
@@ -28,24 +28,12 @@ pub(crate) struct ZkLease {
     name: String,
     label: String,
     /// Watches our own node so a deletion by someone else is reported at once, and so a
-    /// renewal need not ask whether the node stands.
+    /// renewal need not ask whether the node stands; deletes our node once the guard is lost.
     own_watch: OwnWatch,
-    /// Deletes our node once the guard is lost; stops on release.
-    on_lost: JoinHandle<()>,
     lost: LostSignal,
     /// How long a check that reached the leader vouches for the session: see
     /// [`leader_validity`](crate::validity::leader_validity).
     validity: Duration,
-}
-
-impl Drop for ZkLease {
-    fn drop(&mut self) {
-        // Dropped lost and unreleased (the guard skips release once lost): `on_lost` is deleting
-        // the node and must finish. Otherwise there is nothing left for it to do.
-        if !self.lost.is_lost() || self.own_watch.is_released() {
-            self.on_lost.abort();
-        }
-    }
 }
 
 impl ZkLease {
@@ -60,23 +48,6 @@ impl ZkLease {
         validity: Duration,
         lost: LostSignal,
     ) -> Self {
-        // Bounded by the client's own give-up point (7/5 of the session timeout) and then some.
-        let within = session.client.session_timeout() * 2;
-        let on_lost = tokio::spawn({
-            let (mine, lost, name, label) = (
-                Arc::clone(&mine),
-                lost.clone(),
-                name.to_owned(),
-                label.to_owned(),
-            );
-            async move {
-                let why = lost.wait().await;
-                tracing::debug!(name = %name, backend = %label, reason = %why, "lock lost; deleting its node");
-                // Boxed: the delete's state (~0.6 KiB) is allocated only once the lock is lost,
-                // not for as long as every guard waits here.
-                Box::pin(mine.delete_all(within)).await;
-            }
-        });
         ZkLease {
             session,
             mine,
@@ -84,7 +55,6 @@ impl ZkLease {
             name: name.to_owned(),
             label: label.to_owned(),
             own_watch,
-            on_lost,
             lost,
             validity,
         }
@@ -141,9 +111,6 @@ impl Lease for ZkLease {
         // Marks the guard released (`Drop` reads it), and keeps the watch registered through
         // the delete: the deletion's own event ends it, with no request to remove it.
         self.own_watch.released();
-        if !self.lost.is_lost() {
-            self.on_lost.abort();
-        }
         let deleted = self.session.client.delete(&self.node, None).await;
         // A delete cut off by a connection loss may never have reached the server while the
         // session lives on (the client reconnects within it): the node would stay behind and

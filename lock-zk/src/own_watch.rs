@@ -19,7 +19,9 @@ use std::time::Duration;
 use futures::future::{BoxFuture, FutureExt, Shared};
 use lock_core::backend::LostSignal;
 use tokio::task::JoinHandle;
-use zookeeper_client::{Client, EventType, WatchedEvent};
+use zookeeper_client::{EventType, WatchedEvent};
+
+use crate::contender::Contender;
 
 /// A pending event of the armed watch, shared between the task that waits for it and the
 /// renewals that look whether it came.
@@ -86,87 +88,67 @@ struct State {
     released: AtomicBool,
 }
 
-/// The watch on one guard's node; its task marks the guard lost when someone else deletes the
-/// node (or finds it gone when it registers again). Dropping it stops the task.
+/// The watch on one guard's node. Its task marks the guard lost when someone else deletes the
+/// node (or finds it gone when it registers again), and once the guard is lost by any cause
+/// deletes what is left of our nodes (unless the guard's own release does): while the session
+/// lives, a lost guard's node would otherwise keep the name locked for everyone (issue 14).
+/// One task per guard does both. Dropping the watch stops the task, except while it deletes
+/// the nodes of a lost, unreleased guard (that must finish).
 pub(crate) struct OwnWatch {
     state: Arc<State>,
+    lost: LostSignal,
     task: JoinHandle<()>,
 }
 
 impl Drop for OwnWatch {
     fn drop(&mut self) {
-        self.task.abort();
+        if !self.lost.is_lost() || self.is_released() {
+            self.task.abort();
+        }
     }
 }
 
 impl OwnWatch {
-    /// Registers the watch on `node` and keeps it registered (after a data change or a request
-    /// error) until the node is deleted, the session ends or the watch is dropped; a deletion
-    /// not announced by [`released`](Self::released) marks `lost`. `name` and `label` are for
-    /// the log.
+    /// Registers the watch on `node` (of contender `mine`) and keeps it registered (after a
+    /// data change or a request error) until the node is deleted, the session ends or the
+    /// watch is dropped; a deletion not announced by [`released`](Self::released) marks
+    /// `lost`. Once `lost` is set and the guard not released, deletes `mine`'s nodes (bounded
+    /// by `within`). `name` and `label` are for the log.
     pub(crate) fn start(
-        client: Client,
+        mine: Arc<Contender>,
         node: String,
         lost: LostSignal,
+        within: Duration,
         name: &str,
         label: &str,
     ) -> Self {
         let state: Arc<State> = Arc::default();
         let task = tokio::spawn({
-            let state = Arc::clone(&state);
+            let (state, lost) = (Arc::clone(&state), lost.clone());
             let (name, label) = (name.to_owned(), label.to_owned());
             async move {
-                let lose = |why: &str| {
-                    if !state.released.load(Ordering::SeqCst)
-                        && lost.mark_lost(format!("lock node {node} {why}"))
-                    {
-                        tracing::warn!(backend = %label, name = %name, node = %node, "lock lost: its node {why}");
-                    }
-                };
-                // Ends when the node or the session is gone; each turn is one registration,
-                // started again only after an event or a failed request (the task dies with
-                // the guard: `Drop` aborts it).
-                loop {
-                    let watcher = match client.check_and_watch_stat(&node).await {
-                        Ok((Some(_), watcher)) => watcher,
-                        // Gone when registering (again, after a data change): deleted by
-                        // someone else, unless by our own release.
-                        Ok((None, _)) => {
-                            lose("is gone (deleted by someone else)");
-                            return;
-                        }
-                        Err(
-                            zookeeper_client::Error::SessionExpired
-                            | zookeeper_client::Error::ClientClosed,
-                        ) => return,
-                        Err(_) => {
-                            tokio::time::sleep(REARM_AFTER).await;
-                            continue;
-                        }
-                    };
-                    let pending: Pending = watcher.changed().boxed().shared();
-                    *lock(&state.armed) = Some(pending.clone());
-                    let ev = Counted {
-                        pending,
-                        polls: &state.polls,
-                    }
-                    .await;
-                    *lock(&state.armed) = None;
-                    match ev.event_type {
-                        EventType::NodeDeleted => {
-                            lose("was deleted by someone else");
-                            return;
-                        }
-                        // The session ended: its own signal reports the loss.
-                        EventType::Session => return,
-                        // A data change (or a creation event, which cannot come for a node
-                        // that stands): watch again.
-                        _ => continue,
-                    }
+                let released = || state.released.load(Ordering::SeqCst);
+                let watched = watch(&mine, &node, &state, &lost, &name, &label);
+                // The watch ends when the node or the session is gone; the loss may come first
+                // from elsewhere (a renewal, the session's signal).
+                tokio::select! {
+                    () = watched => {}
+                    _ = lost.wait() => {}
                 }
+                if released() {
+                    return;
+                }
+                let why = lost.wait().await;
+                if released() {
+                    return;
+                }
+                tracing::debug!(name = %name, backend = %label, reason = %why, "lock lost; deleting its node");
+                // Boxed: the delete's state (~0.6 KiB) is allocated only once the lock is lost,
+                // not for as long as every guard waits here.
+                Box::pin(mine.delete_all(within)).await;
             }
         });
-        OwnWatch { state, task }
+        OwnWatch { state, lost, task }
     }
 
     /// Whether the node stands as far as the events the client has read tell (see the module
@@ -200,6 +182,59 @@ impl OwnWatch {
     /// Whether [`released`](Self::released) was called.
     pub(crate) fn is_released(&self) -> bool {
         self.state.released.load(Ordering::SeqCst)
+    }
+}
+
+/// Keeps the watch on `node` registered until the node is deleted (marking `lost` unless the
+/// guard released it) or the session ends; each turn is one registration, started again only
+/// after an event or a failed request.
+async fn watch(
+    mine: &Contender,
+    node: &str,
+    state: &State,
+    lost: &LostSignal,
+    name: &str,
+    label: &str,
+) {
+    let lose = |why: &str| {
+        if !state.released.load(Ordering::SeqCst)
+            && lost.mark_lost(format!("lock node {node} {why}"))
+        {
+            tracing::warn!(backend = %label, name = %name, node = %node, "lock lost: its node {why}");
+        }
+    };
+    loop {
+        // Boxed, like the pause below: the request's state is allocated only while it is under
+        // way, not kept inline in the task for as long as the guard is held.
+        let watcher = match Box::pin(mine.client.check_and_watch_stat(node)).await {
+            Ok((Some(_), watcher)) => watcher,
+            // Gone when registering (again, after a data change): deleted by someone else,
+            // unless by our own release.
+            Ok((None, _)) => return lose("is gone (deleted by someone else)"),
+            Err(
+                zookeeper_client::Error::SessionExpired | zookeeper_client::Error::ClientClosed,
+            ) => return,
+            Err(_) => {
+                Box::pin(tokio::time::sleep(REARM_AFTER)).await;
+                continue;
+            }
+        };
+        let pending: Pending = watcher.changed().boxed().shared();
+        *lock(&state.armed) = Some(pending.clone());
+        let ev = Counted {
+            pending,
+            polls: &state.polls,
+        }
+        .await;
+        *lock(&state.armed) = None;
+        match ev.event_type {
+            EventType::NodeDeleted => return lose("was deleted by someone else"),
+            // The session ended: its own signal reports the loss.
+            EventType::Session => return,
+            // A data change (or a creation event, which cannot come for a node that stands):
+            // watch again.
+            _ => continue,
+        }
     }
 }
 

@@ -1,65 +1,80 @@
 //! [`LostSignal`]: a one-way "this lock is gone" flag a guard and its backend share.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
-use tokio::sync::watch;
+use tokio::sync::Notify;
 
 /// Set once, never cleared: the lock behind a guard is known to be lost.
 ///
-/// The guard's renewal task sets it when a renewal fails or the lease runs out; a backend may
+/// The guard's renewal sets it when a renewal fails or the lease runs out; a backend may
 /// keep a clone to set it from its own watchers (ZooKeeper session expiry or node deletion, a
-/// `for_update` connection that died). Only the first reason is kept.
-#[derive(Clone, Debug)]
+/// `for_update` connection that died). Only the first reason is kept. Every waiter wakes once
+/// it is set, however many wait and whenever they started.
+#[derive(Clone, Debug, Default)]
 pub struct LostSignal {
-    tx: Arc<watch::Sender<Option<String>>>,
+    inner: Arc<Inner>,
 }
 
-impl Default for LostSignal {
-    fn default() -> Self {
-        Self::new()
-    }
+/// One allocation per guard (about 100 bytes: a `watch` channel cost 360, most of it the
+/// eight notifiers it keeps against contention a lost flag never sees).
+#[derive(Debug, Default)]
+struct Inner {
+    set: AtomicBool,
+    reason: Mutex<Option<String>>,
+    notify: Notify,
 }
 
 impl LostSignal {
     /// A signal that is not set.
     pub fn new() -> Self {
-        LostSignal {
-            tx: Arc::new(watch::channel(None).0),
-        }
+        Self::default()
     }
 
     /// Sets the signal with `reason`; returns `true` if this call set it.
     pub fn mark_lost(&self, reason: impl Into<String>) -> bool {
         let reason = reason.into();
-        self.tx.send_if_modified(|cur| {
-            if cur.is_none() {
-                *cur = Some(reason);
-                true
-            } else {
-                false
+        {
+            let mut cur = self.inner.reason.lock().unwrap_or_else(|p| p.into_inner());
+            if cur.is_some() {
+                return false;
             }
-        })
+            *cur = Some(reason);
+            self.inner.set.store(true, Ordering::Release);
+        }
+        self.inner.notify.notify_waiters();
+        true
     }
 
     /// Whether the signal is set.
     pub fn is_lost(&self) -> bool {
-        self.tx.borrow().is_some()
+        self.inner.set.load(Ordering::Acquire)
     }
 
     /// The reason, once set.
     pub fn reason(&self) -> Option<String> {
-        self.tx.borrow().clone()
+        if !self.is_lost() {
+            return None;
+        }
+        self.inner
+            .reason
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Resolves with the reason once the signal is set (at once if it already is).
     pub async fn wait(&self) -> String {
-        let mut rx = self.tx.subscribe();
-        // The sender lives as long as `self`, so `wait_for` cannot fail here.
-        let reason = match rx.wait_for(Option::is_some).await {
-            Ok(v) => v.clone().unwrap_or_default(),
-            Err(_) => "lost signal dropped".to_owned(),
-        };
-        reason
+        loop {
+            let notified = self.inner.notify.notified();
+            tokio::pin!(notified);
+            // Registered before the look, so a `mark_lost` after it wakes this waiter.
+            notified.as_mut().enable();
+            if let Some(reason) = self.reason() {
+                return reason;
+            }
+            notified.await;
+        }
     }
 }
 
@@ -79,5 +94,31 @@ mod tests {
         assert!(!s.mark_lost("two"));
         assert_eq!(w.await.unwrap(), "one");
         assert_eq!(s.reason().as_deref(), Some("one"));
+        // A waiter that starts after the signal is set resolves at once.
+        assert_eq!(s.wait().await, "one");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn no_waiter_misses_a_signal_set_while_it_starts() {
+        for round in 0..200 {
+            let s = LostSignal::new();
+            let waiters: Vec<_> = (0..4)
+                .map(|_| {
+                    let s = s.clone();
+                    tokio::spawn(async move { s.wait().await })
+                })
+                .collect();
+            if round % 2 == 0 {
+                tokio::task::yield_now().await;
+            }
+            s.mark_lost(format!("r{round}"));
+            for w in waiters {
+                let got = tokio::time::timeout(std::time::Duration::from_secs(5), w)
+                    .await
+                    .expect("a waiter missed the signal")
+                    .unwrap();
+                assert_eq!(got, format!("r{round}"));
+            }
+        }
     }
 }
