@@ -173,7 +173,8 @@ impl GuardParts {
         }
     }
 
-    /// Builds the guard and starts its renewal task (needs a tokio runtime).
+    /// Builds the guard and files it with its runtime's renewal scheduler (needs a tokio
+    /// runtime).
     pub fn into_guard(self) -> LockGuard {
         LockGuard::new(self)
     }

@@ -86,7 +86,7 @@ impl MemoryStore {
         self.lock_state().held.contains_key(name)
     }
 
-    /// How many lease renewals the store has served (to prove renewal tasks stop).
+    /// How many lease renewals the store has served (to prove renewals stop).
     pub fn renewals(&self) -> u64 {
         self.lock_state().renewals
     }
@@ -288,7 +288,7 @@ mod tests {
         assert!(renewed >= 3, "renewed {renewed} times");
         g.release().await.unwrap();
         tokio::time::sleep(Duration::from_secs(10)).await;
-        assert_eq!(store.renewals(), renewed, "renewal task outlived its guard");
+        assert_eq!(store.renewals(), renewed, "renewals outlived their guard");
 
         let g = c.acquire("b", &opts).await.unwrap();
         drop(g);
@@ -297,7 +297,7 @@ mod tests {
         assert_eq!(
             store.renewals(),
             before,
-            "renewal task outlived a dropped guard"
+            "renewals outlived a dropped guard"
         );
         assert!(!store.has_entry("b"), "drop did not release");
     }
