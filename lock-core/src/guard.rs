@@ -501,6 +501,10 @@ impl Renewable for Shared {
     fn step(self: Arc<Self>, gen: u64) -> BoxFuture<'static, Step> {
         Box::pin(renew_once(self, gen))
     }
+
+    fn unscheduled(&self, why: &str) {
+        self.lose(format!("renewal stopped: {why}"));
+    }
 }
 
 /// One step of a guard's upkeep, when its entry of generation `gen` came due: renew (when
@@ -700,6 +704,62 @@ mod tests {
             "stopped renewing: {counts:?}"
         );
         guards.for_each(LockGuard::abandon);
+    }
+
+    /// A lease whose renewals panic.
+    struct Panics;
+
+    #[async_trait]
+    impl Lease for Panics {
+        async fn renew(&self, _: Duration) -> Result<Option<Duration>, LockError> {
+            panic!("a renewal bug");
+        }
+
+        async fn release(&self) -> Result<(), LockError> {
+            Ok(())
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_panicking_renewal_loses_its_own_guard_and_no_other() {
+        let healthy = Arc::new(Scripted::default());
+        let mut p = parts(Arc::clone(&healthy), Duration::ZERO);
+        p.renew = true;
+        let ok = p.into_guard();
+        let mut p = parts(Arc::new(Scripted::default()), Duration::ZERO);
+        p.lease = Arc::new(Panics);
+        p.renew = true;
+        let bad = p.into_guard();
+        let lost = tokio::time::timeout(Duration::from_millis(500), bad.lost()).await;
+        let e = lost.expect("a guard whose renewal panicked was not reported lost");
+        assert!(e.to_string().contains("panicked"), "{e}");
+        // Lost at the first renewal (~333 ms); the healthy guard renews at ~333, 667, 1000 ms.
+        tokio::time::sleep(Duration::from_millis(900)).await;
+        let n = healthy.renewals.load(Ordering::SeqCst);
+        assert!(
+            n >= 3,
+            "the others stopped renewing: {n} renewals in ~1.2 s"
+        );
+        assert!(!ok.is_lost(), "{ok:?}");
+        ok.abandon();
+        bad.abandon();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn released_guards_do_not_pile_up_in_the_scheduler() {
+        // Acquire and release 10,000 times with an hour's lease: each leaves an entry due in
+        // an hour, which must be swept rather than kept until then.
+        for _ in 0..10_000 {
+            let mut p = parts(Arc::new(Scripted::default()), Duration::ZERO);
+            p.ttl = Duration::from_secs(3600);
+            p.validity = Some(p.ttl);
+            let g = p.into_guard();
+            // Held for a moment: the scheduler files its entry meanwhile.
+            tokio::task::yield_now().await;
+            g.release().await.unwrap();
+        }
+        let n = crate::renewals::entries_on_this_runtime().await;
+        assert!(n <= 2048, "{n} entries kept for 10,000 released guards");
     }
 
     /// A lease whose renewals hang until cancelled, counting cancellations.

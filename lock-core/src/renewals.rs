@@ -17,7 +17,15 @@
 //!   [`tokio::runtime::Handle::id`]: when a runtime shuts down its scheduler ends with it, and
 //!   guards on other runtimes (each test's own, say) are unaffected. A runtime that reuses a
 //!   finished one's id gets a new scheduler (the old one's channel is closed).
-//! - A slow store call delays only its own guard: steps run concurrently inside the task.
+//! - **A step that panics loses its own guard only**: the panic is caught, that guard is marked
+//!   lost, and the scheduler goes on with the others. A guard whose scheduler is gone (its
+//!   runtime shutting down) is marked lost when it files, rather than left unrenewed.
+//! - **Finished guards do not pile up**: stale entries (a released guard's, the one an
+//!   `extend` replaced) are swept from the heap whenever it has doubled since the last sweep,
+//!   so the heap stays within about twice the live guards (at least [`SWEEP_AT_LEAST`]).
+//! - A store call that *waits* delays only its own guard: steps run concurrently inside the
+//!   task. One that blocks its thread delays every guard of the runtime (as it would stall the
+//!   thread's other tasks), and one runtime's renewals run on one task at a time.
 //!
 //! It does not promise more than the per-guard task did: a runtime too busy to poll the
 //! scheduler delays renewals as it delayed those tasks.
@@ -28,14 +36,19 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
+use std::panic::AssertUnwindSafe;
+
 use futures::future::{AbortHandle, Abortable, BoxFuture};
 use futures::stream::FuturesUnordered;
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 /// The generation of a stopped slot: no entry ever matches it again.
 const STOPPED: u64 = u64::MAX;
+
+/// The heap is not swept below this many entries.
+const SWEEP_AT_LEAST: usize = 1024;
 
 /// What a guard is to the scheduler.
 pub(crate) trait Renewable: Send + Sync + 'static {
@@ -49,6 +62,10 @@ pub(crate) trait Renewable: Send + Sync + 'static {
 
     /// One renewal or lease check, started by the entry of generation `gen`.
     fn step(self: Arc<Self>, gen: u64) -> BoxFuture<'static, Step>;
+
+    /// The scheduler cannot keep this guard any longer (`why`: a step panicked, or the
+    /// runtime's scheduler is gone): report the lock lost.
+    fn unscheduled(&self, why: &str);
 }
 
 /// What a finished step asks for.
@@ -69,9 +86,10 @@ struct Filing {
 /// A guard's place with its runtime's scheduler.
 pub(crate) struct Slot {
     gen: AtomicU64,
-    in_flight: Mutex<Option<AbortHandle>>,
+    /// The step under way and its generation.
+    in_flight: Mutex<Option<(u64, AbortHandle)>>,
     /// `None` for a guard that needs no scheduling (neither renewed nor time-bounded).
-    scheduler: Option<mpsc::UnboundedSender<Filing>>,
+    scheduler: Option<mpsc::UnboundedSender<Message>>,
 }
 
 impl Slot {
@@ -105,12 +123,19 @@ impl Slot {
     pub(crate) fn reschedule(&self, guard: Weak<dyn Renewable>) {
         let Some(tx) = &self.scheduler else { return };
         if let Some(gen) = self.next_generation() {
-            // A closed channel means the runtime is shutting down: nothing runs anymore.
-            let _ = tx.send(Filing {
+            let filing = Filing {
                 guard,
                 gen,
                 retry: None,
-            });
+            };
+            // Closed: the runtime is shutting down, and nothing would renew this guard.
+            if let Err(mpsc::error::SendError(Message::File(f))) = tx.send(Message::File(filing)) {
+                if let Some(g) = f.guard.upgrade() {
+                    g.unscheduled(
+                        "its runtime's renewal scheduler is gone (the runtime is shutting down)",
+                    );
+                }
+            }
         }
     }
 
@@ -122,23 +147,31 @@ impl Slot {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .take();
-        if let Some(h) = running {
+        if let Some((_, h)) = running {
             h.abort();
         }
     }
 
-    fn set_in_flight(&self, h: Option<AbortHandle>) {
-        *self.in_flight.lock().unwrap_or_else(|p| p.into_inner()) = h;
+    fn start_step(&self, gen: u64, h: AbortHandle) {
+        *self.in_flight.lock().unwrap_or_else(|p| p.into_inner()) = Some((gen, h));
+    }
+
+    /// Forgets the abort handle of the step of generation `gen`, unless a later one replaced it.
+    fn end_step(&self, gen: u64) {
+        let mut cur = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
+        if cur.as_ref().is_some_and(|(g, _)| *g == gen) {
+            *cur = None;
+        }
     }
 }
 
 /// The senders of the live schedulers, one per runtime id.
-static SCHEDULERS: Mutex<Vec<(tokio::runtime::Id, mpsc::UnboundedSender<Filing>)>> =
+static SCHEDULERS: Mutex<Vec<(tokio::runtime::Id, mpsc::UnboundedSender<Message>)>> =
     Mutex::new(Vec::new());
 
 /// The current runtime's scheduler, started on first use (panics outside a runtime, as
 /// `tokio::spawn` does).
-fn scheduler_for_this_runtime() -> mpsc::UnboundedSender<Filing> {
+fn scheduler_for_this_runtime() -> mpsc::UnboundedSender<Message> {
     let handle = tokio::runtime::Handle::current();
     let id = handle.id();
     let mut all = SCHEDULERS.lock().unwrap_or_else(|p| p.into_inner());
@@ -151,6 +184,14 @@ fn scheduler_for_this_runtime() -> mpsc::UnboundedSender<Filing> {
     handle.spawn(run(rx));
     all.push((id, tx.clone()));
     tx
+}
+
+/// How many entries the current runtime's scheduler holds (stale ones included).
+#[cfg(test)]
+pub(crate) async fn entries_on_this_runtime() -> usize {
+    let (reply, answer) = tokio::sync::oneshot::channel();
+    let _ = scheduler_for_this_runtime().send(Message::Count(reply));
+    answer.await.unwrap_or(0)
 }
 
 /// A filed step: due at `at`, counts only while its guard's generation is `gen`.
@@ -178,62 +219,116 @@ impl Ord for Entry {
     }
 }
 
-/// Files `f` if its generation still counts and its guard wants another step.
-fn file(heap: &mut BinaryHeap<Entry>, f: Filing) {
-    let Some(g) = f.guard.upgrade() else { return };
-    if !g.slot().is_current(f.gen) {
-        return;
+/// The timer heap, swept of stale entries whenever it has doubled since the last sweep.
+struct Timers {
+    heap: BinaryHeap<Entry>,
+    sweep_at: usize,
+}
+
+impl Timers {
+    fn new() -> Self {
+        Timers {
+            heap: BinaryHeap::new(),
+            sweep_at: SWEEP_AT_LEAST,
+        }
     }
-    if let Some(at) = g.due(f.retry) {
-        heap.push(Entry {
-            at,
-            gen: f.gen,
-            guard: f.guard,
+
+    /// Files `f` if its generation still counts and its guard wants another step.
+    fn file(&mut self, f: Filing) {
+        let Some(g) = f.guard.upgrade() else { return };
+        if !g.slot().is_current(f.gen) {
+            return;
+        }
+        if let Some(at) = g.due(f.retry) {
+            self.heap.push(Entry {
+                at,
+                gen: f.gen,
+                guard: f.guard,
+            });
+        }
+        if self.heap.len() >= self.sweep_at {
+            self.sweep();
+        }
+    }
+
+    /// Drops every entry whose guard is gone, stopped or filed again since.
+    fn sweep(&mut self) {
+        self.heap.retain(|e| {
+            e.guard
+                .upgrade()
+                .is_some_and(|g| g.slot().is_current(e.gen))
         });
+        self.sweep_at = (self.heap.len() * 2).max(SWEEP_AT_LEAST);
     }
 }
 
+/// Runs one step, turning a panic into the loss of that guard alone.
+async fn guarded(g: Arc<dyn Renewable>, gen: u64) -> Step {
+    match AssertUnwindSafe(Arc::clone(&g).step(gen))
+        .catch_unwind()
+        .await
+    {
+        Ok(step) => step,
+        Err(_) => {
+            g.unscheduled("its lease renewal panicked");
+            Step::Done
+        }
+    }
+}
+
+/// What a scheduler is asked.
+enum Message {
+    File(Filing),
+    /// How many entries the heap holds (tests).
+    #[cfg(test)]
+    Count(tokio::sync::oneshot::Sender<usize>),
+}
+
 /// The scheduler task: files entries, sleeps until the earliest is due, runs due steps.
-async fn run(mut filings: mpsc::UnboundedReceiver<Filing>) {
-    let mut heap: BinaryHeap<Entry> = BinaryHeap::new();
+async fn run(mut messages: mpsc::UnboundedReceiver<Message>) {
+    let mut timers = Timers::new();
     let mut running = FuturesUnordered::new();
     let mut open = true;
     let sleep = tokio::time::sleep(Duration::from_secs(3600));
     tokio::pin!(sleep);
     loop {
-        if let Some(e) = heap.peek() {
+        if let Some(e) = timers.heap.peek() {
             if sleep.deadline() != e.at {
                 sleep.as_mut().reset(e.at);
             }
         }
         tokio::select! {
-            f = filings.recv(), if open => match f {
-                Some(f) => file(&mut heap, f),
+            m = messages.recv(), if open => match m {
+                Some(Message::File(f)) => timers.file(f),
+                #[cfg(test)]
+                Some(Message::Count(reply)) => {
+                    let _ = reply.send(timers.heap.len());
+                }
                 // Only once the registry dropped its sender; the runtime's end stops the task.
                 None => open = false,
             },
             Some(done) = running.next(), if !running.is_empty() => {
-                let (guard, step): (Weak<dyn Renewable>, Result<Step, _>) = done;
+                let (guard, gen, step): (Weak<dyn Renewable>, u64, Result<Step, _>) = done;
                 if let Some(g) = guard.upgrade() {
-                    g.slot().set_in_flight(None);
+                    g.slot().end_step(gen);
                 }
                 if let Ok(Step::Again { gen, retry }) = step {
-                    file(&mut heap, Filing { guard, gen, retry });
+                    timers.file(Filing { guard, gen, retry });
                 }
             }
-            () = &mut sleep, if !heap.is_empty() => {
+            () = &mut sleep, if !timers.heap.is_empty() => {
                 let now = Instant::now();
-                while heap.peek().is_some_and(|e| e.at <= now) {
-                    let Some(e) = heap.pop() else { break };
+                while timers.heap.peek().is_some_and(|e| e.at <= now) {
+                    let Some(e) = timers.heap.pop() else { break };
                     let Some(g) = e.guard.upgrade() else { continue };
                     if !g.slot().is_current(e.gen) {
                         continue;
                     }
                     let (abort, registration) = AbortHandle::new_pair();
-                    g.slot().set_in_flight(Some(abort));
-                    let step = Abortable::new(Arc::clone(&g).step(e.gen), registration);
-                    let guard = e.guard;
-                    running.push(async move { (guard, step.await) });
+                    g.slot().start_step(e.gen, abort);
+                    let step = Abortable::new(guarded(g, e.gen), registration);
+                    let (guard, gen) = (e.guard, e.gen);
+                    running.push(async move { (guard, gen, step.await) });
                 }
             }
             else => return,
@@ -257,6 +352,7 @@ mod tests {
         fn step(self: Arc<Self>, _: u64) -> BoxFuture<'static, Step> {
             Box::pin(async { Step::Done })
         }
+        fn unscheduled(&self, _: &str) {}
     }
 
     #[test]
@@ -292,11 +388,11 @@ mod tests {
         // Filing into a live scheduler an entry that wants nothing leaves it running.
         let idle: Arc<dyn Renewable> = Arc::new(Idle(Slot::new(false)));
         let weak = Arc::downgrade(&idle);
-        tb.send(Filing {
+        tb.send(Message::File(Filing {
             guard: weak,
             gen: 1,
             retry: None,
-        })
+        }))
         .unwrap();
         b.block_on(tokio::task::yield_now());
         assert!(!tb.is_closed());

@@ -55,7 +55,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use lock_core::{AcquireOptions, DistributedLock};
+use lock_core::DistributedLock;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
@@ -73,7 +73,7 @@ use crate::backends::{connect, Target};
 use crate::fenced::FencedResource;
 use crate::history::History;
 use crate::services::ServiceSet;
-use crate::takeover::{proxies, LEASE};
+use crate::takeover::proxies;
 use faults::{sleep_or_heal, Net, Store};
 use worker::{contend, ChildArgs, Counters, Local, ProcClient, Worker};
 
@@ -368,8 +368,7 @@ pub async fn run(t: &Target, pg: &str, o: &RunOptions) -> Result<NemesisReport, 
         for (ci, lock) in &locals {
             for n in &names {
                 let t0 = Instant::now();
-                let opts = AcquireOptions::new().ttl(LEASE).wait(LIVENESS_BOUND);
-                match lock.acquire(n, &opts).await {
+                match worker::acquire_after_heal(&**lock, n).await {
                     Ok(g) => {
                         if let Err(e) = g.release().await {
                             problems
