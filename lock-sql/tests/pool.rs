@@ -166,6 +166,35 @@ async fn a_connection_that_died_moments_after_use_fails_one_call_at_most() {
     }
 }
 
+/// for_update's acquisition begins with its transaction's `BEGIN`, which takes nothing: when
+/// it meets a connection that died moments after its last use, a fresh one is asked for at
+/// once, and the caller never sees the dead one (try and waiting acquire alike).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_for_update_acquire_replaces_a_connection_that_died_moments_ago_unseen() {
+    for base in [postgres_url(), mysql_url()] {
+        let url = format!("{base}?mode=for_update&max_connections=2");
+        let (lock, proxy, other) = proxied_and_other(&url).await;
+        let name = unique("begin-dead");
+        let first = cycle(&lock, &name).await;
+        cut(&proxy).await;
+        let g = lock
+            .try_acquire(&name, &AcquireOptions::new())
+            .await
+            .unwrap_or_else(|e| panic!("{url}: a try after the kill failed: {e}"))
+            .unwrap_or_else(|| panic!("{url}: a try after the kill found the lock held"));
+        assert!(g.fencing_token() > first, "{url}");
+        g.release().await.unwrap();
+        let last = taken_at_once(&other, &name, first, &url).await;
+        cut(&proxy).await;
+        let g = lock
+            .acquire(&name, &wait_ms(2000))
+            .await
+            .unwrap_or_else(|e| panic!("{url}: an acquire after the kill failed: {e}"));
+        assert!(g.fencing_token() > last, "{url}");
+        g.release().await.unwrap();
+    }
+}
+
 /// A guard whose release meets a connection that died moments after its last use still
 /// releases: the release's statement is keyed by the guard's token, so it is sent again on a
 /// fresh connection, and the next client does not wait out the TTL.

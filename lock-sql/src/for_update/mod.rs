@@ -34,6 +34,7 @@ use crate::client::SqlClient;
 use crate::config::{Dialect, Mode};
 use crate::error::{classify, is_connection_gone, map, Failure};
 use crate::held::Held;
+use crate::liveness::resend_on_dead_connection;
 use crate::sessions::{self, Forget, SessionStatements};
 use crate::statements::{self, BoundedBegin, ForUpdateStatements};
 use crate::token;
@@ -366,10 +367,16 @@ impl LockBackend for ForUpdateLock {
                 Some(slice) => Some(remaining.map_or(slice, |r| r.min(slice))),
                 None => remaining,
             };
-            let mut tx = self
-                .begin_bounded_tx(opts.ttl, this_wait, nowait)
-                .await
-                .map_err(|e| map(e, label, Some(name)))?;
+            // A connection used moments ago is not pinged (`crate::liveness`): one that a fault
+            // killed since fails its `BEGIN`, before anything is locked, so a fresh one is
+            // asked for at once (at most once per idle connection, and once more).
+            let (mut tx, _) =
+                resend_on_dead_connection(&self.client.pool, (label, name), || async {
+                    self.begin_bounded_tx(opts.ttl, this_wait, nowait)
+                        .await
+                        .map_err(|e| map(e, label, Some(name)))
+                })
+                .await?;
             let outcome = self.lock_row(&mut tx, name, nowait).await;
             let next = match outcome {
                 Ok(Some(token)) => {
