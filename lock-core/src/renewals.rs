@@ -113,6 +113,11 @@ impl Slot {
             .map(|g| g + 1)
     }
 
+    /// Whether [`stop`](Self::stop) was called.
+    pub(crate) fn is_stopped(&self) -> bool {
+        self.gen.load(Ordering::Acquire) == STOPPED
+    }
+
     /// Whether `gen` is still the generation that counts.
     pub(crate) fn is_current(&self, gen: u64) -> bool {
         gen != STOPPED && self.gen.load(Ordering::Acquire) == gen
@@ -270,7 +275,10 @@ async fn guarded(g: Arc<dyn Renewable>, gen: u64) -> Step {
     {
         Ok(step) => step,
         Err(_) => {
-            g.unscheduled("its lease renewal panicked");
+            // A guard released meanwhile is not lost: its release stopped the slot.
+            if !g.slot().is_stopped() {
+                g.unscheduled("its lease renewal panicked");
+            }
             Step::Done
         }
     }

@@ -290,14 +290,30 @@ pub async fn child_main(
 }
 
 /// Calls that may meet a pooled connection a fault killed moments before its last use: the
-/// SQL modes skip the liveness ping for such a connection and document that it fails the one
-/// call that meets it, with `Unavailable` (`lock-sql/src/liveness.rs`; `lock-sql/tests/pool.rs`
-/// holds them to one failed call per pooled connection).
+/// SQL row and advisory modes skip the liveness ping for such a connection and document that
+/// it fails the one call that meets it, with `Unavailable` from an I/O or protocol error
+/// (`lock-sql/src/liveness.rs`; `lock-sql/tests/pool.rs` holds them to one failed call per
+/// pooled connection).
 const DEAD_CONNECTION_CALLS: usize = 3;
 
+/// Whether `e` is that documented call: `Unavailable` caused by the connection itself failing.
+fn dead_pooled_connection(e: &LockError) -> bool {
+    let LockError::Unavailable {
+        source: Some(source),
+        ..
+    } = e
+    else {
+        return false;
+    };
+    matches!(
+        source.downcast_ref::<sqlx::Error>(),
+        Some(sqlx::Error::Io(_) | sqlx::Error::Protocol(_))
+    )
+}
+
 /// The liveness probe after the heal: `name` acquired within [`LIVENESS_BOUND`], calling again
-/// after an `Unavailable` at most [`DEAD_CONNECTION_CALLS`] times within that bound (any other
-/// error, or the bound, is the probe's answer).
+/// after a dead pooled connection's `Unavailable` at most [`DEAD_CONNECTION_CALLS`] times
+/// within that bound (any other error, or the bound, is the probe's answer).
 pub(crate) async fn acquire_after_heal(
     lock: &dyn DistributedLock,
     name: &str,
@@ -309,8 +325,10 @@ pub(crate) async fn acquire_after_heal(
             .ttl(LEASE)
             .wait(LIVENESS_BOUND.saturating_sub(t0.elapsed()));
         match lock.acquire(name, &opts).await {
-            Err(LockError::Unavailable { .. })
-                if calls < DEAD_CONNECTION_CALLS && t0.elapsed() < LIVENESS_BOUND =>
+            Err(e)
+                if dead_pooled_connection(&e)
+                    && calls < DEAD_CONNECTION_CALLS
+                    && t0.elapsed() < LIVENESS_BOUND =>
             {
                 calls += 1;
                 tokio::time::sleep(Duration::from_millis(50)).await;
