@@ -147,7 +147,7 @@ impl SqlClient {
             "creating the missing lock tables"
         );
         let floor = self.token_floor(sql).await?;
-        let mut tx = self.pool.begin().await.map_err(c)?;
+        let mut tx = crate::begin::begin(&self.pool, None).await.map_err(c)?;
         if let Some(schema_lock) = sql.schema_lock {
             tx.execute(schema_lock).await.map_err(c)?;
         }

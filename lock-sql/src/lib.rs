@@ -120,6 +120,7 @@
 //! | `error.rs` | the one place sqlx errors become [`LockError`](lock_core::LockError)s |
 
 mod advisory;
+mod begin;
 mod client;
 pub mod config;
 mod error;

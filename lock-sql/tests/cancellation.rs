@@ -100,3 +100,57 @@ async fn sqlite_row_cancelled_anywhere_leaves_no_row() {
     let left = cancel_on_grid(&h, h.client().await, grid, opts).await;
     assert!(left.is_empty(), "sqlite row: rows left behind: {left:?}");
 }
+
+/// for_update: an acquisition cancelled while its transaction's `BEGIN` is on the way leaves
+/// no transaction open on the pooled connection. sqlx records a transaction only once `BEGIN`
+/// is answered, so a cancel in between gave the pool back a connection inside a transaction
+/// nobody would end; the next token draw on it (meant to commit on its own) joined it, and the
+/// token handed out was not committed. With 30 ms of latency each way, cancels on a 10 ms grid
+/// land between `BEGIN`'s arrival and its answer; after each, the next guard's token must be
+/// the committed counter, as another connection reads it.
+async fn cancelled_begins_leave_no_open_transaction(base: String) {
+    let url = format!("{base}?mode=for_update&max_connections=2");
+    let (lock, proxy) = through_proxy(&url).await;
+    let admin = connect_or_explain(&url).await;
+    let fences = format!("{}_fences", admin.config().table);
+    let name = format!("begin-cancel-{}", &lock_core::backend::owner_token()[..8]);
+    let opts = AcquireOptions::new().wait(Duration::from_secs(5));
+    for round in 0..12u64 {
+        proxy.set_latency(Duration::from_millis(30));
+        let after = Duration::from_millis(40 + 10 * (round % 6));
+        let _ = tokio::time::timeout(after, lock.acquire(&name, &opts)).await;
+        proxy.heal();
+        // The cancelled call's connections go back to the pool first (bounded: 3 s). Without
+        // this, a two-connection pool can stall for its 5 s timeout: a cancelled waiter's
+        // locking read still in flight holds one connection, queued behind the row lock of the
+        // next holder, which needs the other for its token draw (found writing this test; it
+        // predates the fix this test is for, and a pool of three does not stall).
+        let t = Instant::now();
+        while lock.pool().num_idle() < lock.pool().size() as usize
+            && t.elapsed() < Duration::from_secs(3)
+        {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        for _ in 0..2 {
+            let g = lock.acquire(&name, &opts).await.unwrap();
+            let sql = format!("SELECT fence FROM {fences} WHERE name = ?");
+            let committed: Option<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+                .bind(&name)
+                .fetch_optional(admin.pool())
+                .await
+                .unwrap();
+            assert_eq!(
+                committed.and_then(|c| u64::try_from(c).ok()),
+                Some(g.fencing_token()),
+                "{url}: round {round} (cancelled after {after:?}): the guard's token is not \
+                 the committed counter (drawn inside a transaction left open by the cancel)"
+            );
+            g.release().await.unwrap();
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_for_update_cancelled_begin_leaves_no_open_transaction() {
+    cancelled_begins_leave_no_open_transaction(mysql_url()).await;
+}

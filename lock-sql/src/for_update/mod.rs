@@ -36,7 +36,7 @@ use crate::error::{classify, is_connection_gone, map, Failure};
 use crate::held::Held;
 use crate::liveness::resend_on_dead_connection;
 use crate::sessions::{self, Forget, SessionStatements};
-use crate::statements::{self, BoundedBegin, ForUpdateStatements};
+use crate::statements::{self, ForUpdateStatements};
 use crate::token;
 
 pub(crate) mod bounds;
@@ -144,9 +144,7 @@ impl ForUpdateLock {
     /// A transaction on a pooled connection, for lock `name`.
     async fn begin(&self, name: &str) -> Result<Transaction<'static, Any>, LockError> {
         let label = &self.client.label;
-        self.client
-            .pool
-            .begin()
+        crate::begin::begin(&self.client.pool, None)
             .await
             .map_err(|e| map(e, label, Some(name)))
     }
@@ -163,14 +161,7 @@ impl ForUpdateLock {
         nowait: bool,
     ) -> Result<Transaction<'static, Any>, sqlx::Error> {
         let (idle, wait) = bounds::tx_bounds(self.client.cfg.dialect, ttl, wait, nowait);
-        match (self.sql.begin)(idle, wait) {
-            BoundedBegin::OneTrip(sql) => self.client.pool.begin_with(AssertSqlSafe(sql)).await,
-            BoundedBegin::ThenInside(sql) => {
-                let mut tx = self.client.pool.begin().await?;
-                sqlx::raw_sql(AssertSqlSafe(sql)).execute(&mut *tx).await?;
-                Ok(tx)
-            }
-        }
+        crate::begin::begin(&self.client.pool, Some((self.sql.begin)(idle, wait))).await
     }
 
     /// Records the holder identity of `opts`, if any, for the lock `tx` holds with `token`:

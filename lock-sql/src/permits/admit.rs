@@ -108,7 +108,7 @@ pub(crate) async fn admit(
         Dialect::Sqlite => Some(sqlite_writer(client.cfg.driver_url()).lock_owned().await),
         _ => None,
     };
-    let mut tx = client.pool.begin().await.map_err(c)?;
+    let mut tx = crate::begin::begin(&client.pool, None).await.map_err(c)?;
     // Lock the gate row, creating it when missing (see `ensure_first`).
     if sql.ensure_first {
         q(&sql.gate_ensure).execute(&mut *tx).await.map_err(c)?;
