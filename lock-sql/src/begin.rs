@@ -10,11 +10,14 @@
 //! fencing counter kept conflicting") — and a crash would have lost the token. Found by the
 //! conformance case `cancelled_acquire_leaves_no_trace` on MariaDB for_update (1 run in 25).
 //!
-//! [`begin`] runs the begin in a task of its own, to completion: a transaction nobody waits for
-//! any more is dropped there, once sqlx knows of it, and sqlx rolls it back before the
-//! connection is used again.
+//! [`begin`] takes a pooled connection in the caller's future (cancel safe: a caller gone
+//! while waiting takes none), then runs the begin on it in a task of its own, to completion:
+//! a transaction nobody waits for any more is dropped there, once sqlx knows of it, and sqlx
+//! rolls it back before the connection is used again.
 
-use sqlx::{Any, AnyPool, AssertSqlSafe, Transaction};
+use sqlx::any::Any;
+use sqlx::pool::PoolConnection;
+use sqlx::{AnyPool, AssertSqlSafe, SqlSafeStr, Transaction};
 use tokio::sync::oneshot;
 use tracing::Instrument;
 
@@ -30,15 +33,11 @@ pub(crate) async fn begin(
     pool: &AnyPool,
     bounded: Option<BoundedBegin>,
 ) -> Result<Transaction<'static, Any>, sqlx::Error> {
-    let pool = pool.clone();
+    let conn = pool.acquire().await?;
     let (reply, answer) = oneshot::channel();
     tokio::spawn(
         async move {
-            let begun = match bounded {
-                None => pool.begin().await,
-                Some(BoundedBegin::OneTrip(sql)) => pool.begin_with(AssertSqlSafe(sql)).await,
-                Some(BoundedBegin::ThenInside(sql)) => then_inside(&pool, sql).await,
-            };
+            let begun = begin_on(conn, bounded).await;
             // Nobody waits any more: the transaction is dropped here, and sqlx rolls it back.
             let _ = reply.send(begun);
         }
@@ -47,12 +46,22 @@ pub(crate) async fn begin(
     answer.await.unwrap_or(Err(sqlx::Error::WorkerCrashed))
 }
 
-/// A plain `BEGIN`, then `sql` inside the transaction.
-async fn then_inside(
-    pool: &AnyPool,
-    sql: String,
+/// Begins on `conn`: a plain `BEGIN`; the bounds and `BEGIN` in one text query; or a plain
+/// `BEGIN`, then the bounds inside the transaction.
+async fn begin_on(
+    conn: PoolConnection<Any>,
+    bounded: Option<BoundedBegin>,
 ) -> Result<Transaction<'static, Any>, sqlx::Error> {
-    let mut tx = pool.begin().await?;
-    sqlx::raw_sql(AssertSqlSafe(sql)).execute(&mut *tx).await?;
-    Ok(tx)
+    // What `Pool::begin` and `Pool::begin_with` do, on a connection already taken.
+    match bounded {
+        None => Transaction::begin(conn, None).await,
+        Some(BoundedBegin::OneTrip(sql)) => {
+            Transaction::begin(conn, Some(AssertSqlSafe(sql).into_sql_str())).await
+        }
+        Some(BoundedBegin::ThenInside(sql)) => {
+            let mut tx = Transaction::begin(conn, None).await?;
+            sqlx::raw_sql(AssertSqlSafe(sql)).execute(&mut *tx).await?;
+            Ok(tx)
+        }
+    }
 }

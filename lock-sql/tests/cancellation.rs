@@ -101,17 +101,59 @@ async fn sqlite_row_cancelled_anywhere_leaves_no_row() {
     assert!(left.is_empty(), "sqlite row: rows left behind: {left:?}");
 }
 
+/// How many connections of `lock`'s pool are inside a transaction while they all sit idle in
+/// the pool: on MariaDB each is asked for `@@in_transaction` (all taken at once); PostgreSQL
+/// shows them as `idle in transaction` to `admin` (they carry `application_name` `app`).
+async fn open_transactions(
+    lock: &lock_sql::SqlLock,
+    dialect: Dialect,
+    admin: &lock_sql::SqlLock,
+    app: &str,
+) -> usize {
+    if dialect == Dialect::Postgres {
+        let n: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity \
+             WHERE application_name = $1 AND state LIKE 'idle in transaction%'",
+        )
+        .bind(app)
+        .fetch_one(admin.pool())
+        .await
+        .unwrap();
+        return usize::try_from(n).unwrap();
+    }
+    let mut conns = Vec::new();
+    for _ in 0..lock.pool().size() {
+        conns.push(lock.pool().acquire().await.unwrap());
+    }
+    let mut open = 0;
+    for c in &mut conns {
+        let n: i64 = sqlx::query_scalar("SELECT CAST(@@in_transaction AS SIGNED)")
+            .fetch_one(&mut **c)
+            .await
+            .unwrap();
+        open += usize::from(n != 0);
+    }
+    open
+}
+
 /// for_update: an acquisition cancelled while its transaction's `BEGIN` is on the way leaves
 /// no transaction open on the pooled connection. sqlx records a transaction only once `BEGIN`
 /// is answered, so a cancel in between gave the pool back a connection inside a transaction
-/// nobody would end; the next token draw on it (meant to commit on its own) joined it, and the
-/// token handed out was not committed. With 30 ms of latency each way, cancels on a 10 ms grid
-/// land between `BEGIN`'s arrival and its answer; after each, the next guard's token must be
-/// the committed counter, as another connection reads it.
-async fn cancelled_begins_leave_no_open_transaction(base: String) {
-    let url = format!("{base}?mode=for_update&max_connections=2");
+/// nobody would end; on MariaDB the next token draw on it (meant to commit on its own) joined
+/// it, and the token handed out was not committed. With 30 ms of latency each way, cancels on
+/// a 10 ms grid land around `BEGIN`'s answer; after each, no pooled connection may be inside a
+/// transaction, and (MariaDB) the next guards' tokens must be the committed counter, as another
+/// connection reads it.
+async fn cancelled_begins_leave_no_open_transaction(base: String, dialect: Dialect) {
+    let app = format!("begin_cancel_{}", &lock_core::backend::owner_token()[..8]);
+    let url = match dialect {
+        Dialect::Postgres => {
+            format!("{base}?mode=for_update&max_connections=2&application_name={app}")
+        }
+        _ => format!("{base}?mode=for_update&max_connections=2"),
+    };
     let (lock, proxy) = through_proxy(&url).await;
-    let admin = connect_or_explain(&url).await;
+    let admin = connect_or_explain(&format!("{base}?mode=for_update")).await;
     let fences = format!("{}_fences", admin.config().table);
     let name = format!("begin-cancel-{}", &lock_core::backend::owner_token()[..8]);
     let opts = AcquireOptions::new().wait(Duration::from_secs(5));
@@ -126,25 +168,35 @@ async fn cancelled_begins_leave_no_open_transaction(base: String) {
         // next holder, which needs the other for its token draw (found writing this test; it
         // predates the fix this test is for, and a pool of three does not stall).
         let t = Instant::now();
-        while lock.pool().num_idle() < lock.pool().size() as usize
-            && t.elapsed() < Duration::from_secs(3)
-        {
+        while lock.pool().num_idle() < lock.pool().size() as usize {
+            assert!(
+                t.elapsed() < Duration::from_secs(3),
+                "{url}: round {round}: the pool did not take its connections back"
+            );
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
+        assert_eq!(
+            open_transactions(&lock, dialect, &admin, &app).await,
+            0,
+            "{url}: round {round} (cancelled after {after:?}): a pooled connection was left \
+             inside a transaction"
+        );
         for _ in 0..2 {
             let g = lock.acquire(&name, &opts).await.unwrap();
-            let sql = format!("SELECT fence FROM {fences} WHERE name = ?");
-            let committed: Option<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
-                .bind(&name)
-                .fetch_optional(admin.pool())
-                .await
-                .unwrap();
-            assert_eq!(
-                committed.and_then(|c| u64::try_from(c).ok()),
-                Some(g.fencing_token()),
-                "{url}: round {round} (cancelled after {after:?}): the guard's token is not \
-                 the committed counter (drawn inside a transaction left open by the cancel)"
-            );
+            if dialect == Dialect::MySql {
+                let sql = format!("SELECT fence FROM {fences} WHERE name = ?");
+                let committed: Option<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+                    .bind(&name)
+                    .fetch_optional(admin.pool())
+                    .await
+                    .unwrap();
+                assert_eq!(
+                    committed.and_then(|c| u64::try_from(c).ok()),
+                    Some(g.fencing_token()),
+                    "{url}: round {round} (cancelled after {after:?}): the guard's token is \
+                     not the committed counter (drawn inside a transaction left open)"
+                );
+            }
             g.release().await.unwrap();
         }
     }
@@ -152,5 +204,10 @@ async fn cancelled_begins_leave_no_open_transaction(base: String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mysql_for_update_cancelled_begin_leaves_no_open_transaction() {
-    cancelled_begins_leave_no_open_transaction(mysql_url()).await;
+    cancelled_begins_leave_no_open_transaction(mysql_url(), Dialect::MySql).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_for_update_cancelled_begin_leaves_no_open_transaction() {
+    cancelled_begins_leave_no_open_transaction(postgres_url(), Dialect::Postgres).await;
 }
