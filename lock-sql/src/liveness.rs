@@ -58,7 +58,13 @@ where
     F: Fn() -> Fut,
     Fut: Future<Output = Result<T, LockError>>,
 {
-    let mut tries = pool.num_idle() + 1;
+    // sqlx's idle count is an atomic kept beside its queue, and it can read past the pool's
+    // size, even wrap below zero, while connections come and go (cc6 read usize::MAX under
+    // 1,000 concurrent for_update acquisitions): bounded by the pool's size.
+    let idle = pool
+        .num_idle()
+        .min(usize::try_from(pool.size()).unwrap_or(usize::MAX));
+    let mut tries = idle.saturating_add(1);
     let mut first_failure = None;
     loop {
         match f().await {
