@@ -344,6 +344,10 @@ impl Side<'_> {
             } => {
                 let lock = Arc::clone(&self.clients[client]);
                 let n = names[name].clone();
+                let before = match &self.crasher {
+                    Crasher::Harness(h) => Some(h.traces(&n).await),
+                    Crasher::Reference(_) => None,
+                };
                 let task = tokio::spawn(async move {
                     if let Ok(g) = lock.acquire(&n, &AcquireOptions::new()).await {
                         // Won before the cancel: hold until cancelled (drop releases).
@@ -354,6 +358,17 @@ impl Side<'_> {
                 tokio::time::sleep(Duration::from_millis(after_ms)).await;
                 task.abort();
                 let _ = task.await;
+                // A cancelled waiter leaves its place in the store from a background task
+                // started by the cancel: wait (bounded, best effort) until the store holds no
+                // more than before it came, so that the next step does not race that leave
+                // (a release in between could grant the departing waiter; cc8 saw a try
+                // answered Busy so). The reference's leave is synchronous.
+                if let (Crasher::Harness(h), Some(before)) = (&self.crasher, before) {
+                    let until = Instant::now() + SETTLE;
+                    while h.traces(&names[name]).await > before && Instant::now() < until {
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
+                }
                 self.settle(client, &names[name], name).await?;
                 Ok(Outcome::Free)
             }
