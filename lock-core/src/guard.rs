@@ -97,6 +97,13 @@ impl Shared {
         s.validity.map_or(s.ttl, |v| v.min(s.ttl))
     }
 
+    /// The lease's deadline as the guard counts it: the recorded validity's end, less
+    /// [`safety_margin`]; `None` for a session- or connection-bound lock.
+    fn deadline(&self) -> Option<Instant> {
+        let valid_until = self.snapshot().1;
+        valid_until.map(|v| v - safety_margin(self.vouched()))
+    }
+
     fn renew_every(&self) -> Duration {
         let s = self.state.lock().unwrap_or_else(|p| p.into_inner());
         s.validity.map_or(s.ttl, |v| v.min(s.ttl)) / 3
@@ -489,7 +496,7 @@ impl Renewable for Shared {
         if self.lost.is_lost() {
             return None;
         }
-        let valid_until = self.snapshot().1.map(|v| v - safety_margin(self.vouched()));
+        let valid_until = self.deadline();
         if self.renew {
             let at = Instant::now() + retry.unwrap_or_else(|| self.renew_every());
             Some(valid_until.map_or(at, |v| at.min(v)))
@@ -519,8 +526,8 @@ async fn renew_once(shared: Arc<Shared>, gen: u64) -> Step {
         tracing::warn!(name = %shared.name, backend = %shared.backend, token = shared.token, %reason, "lock lost");
         return Step::Done;
     }
-    let (ttl, valid_until) = shared.snapshot();
-    let valid_until = valid_until.map(|v| v - safety_margin(shared.vouched()));
+    let ttl = shared.snapshot().0;
+    let valid_until = shared.deadline();
     // One renewal at a time: wait for a concurrent `extend` to finish and read its result,
     // but never past the lease deadline known now (a hung `extend` must not delay `lost()`).
     let _turn = match valid_until {
@@ -620,6 +627,14 @@ mod tests {
             self.released.store(true, Ordering::SeqCst);
             Ok(())
         }
+    }
+
+    /// The parts of a renewed guard over `lease`, acquired now.
+    fn renewing(lease: Arc<dyn Lease>) -> GuardParts {
+        let mut p = parts(Arc::new(Scripted::default()), Duration::ZERO);
+        p.lease = lease;
+        p.renew = true;
+        p
     }
 
     fn parts(lease: Arc<Scripted>, replied_after: Duration) -> GuardParts {
@@ -726,9 +741,7 @@ mod tests {
         let mut p = parts(Arc::clone(&healthy), Duration::ZERO);
         p.renew = true;
         let ok = p.into_guard();
-        let mut p = parts(Arc::new(Scripted::default()), Duration::ZERO);
-        p.lease = Arc::new(Panics);
-        p.renew = true;
+        let p = renewing(Arc::new(Panics));
         let bad = p.into_guard();
         let lost = tokio::time::timeout(Duration::from_millis(500), bad.lost()).await;
         let e = lost.expect("a guard whose renewal panicked was not reported lost");
@@ -793,9 +806,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn release_cancels_a_renewal_in_flight() {
         let lease = Arc::new(Hung::default());
-        let mut p = parts(Arc::new(Scripted::default()), Duration::ZERO);
-        p.lease = Arc::clone(&lease) as Arc<dyn Lease>;
-        p.renew = true;
+        let p = renewing(Arc::clone(&lease) as Arc<dyn Lease>);
         let g = p.into_guard();
         tokio::time::sleep(Duration::from_millis(400)).await;
         assert_eq!(lease.started.load(Ordering::SeqCst), 1);
@@ -837,9 +848,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn extend_and_renewal_never_overlap_and_the_later_ttl_wins() {
         let lease = Arc::new(Slow::default());
-        let mut p = parts(Arc::new(Scripted::default()), Duration::ZERO);
-        p.lease = Arc::clone(&lease) as Arc<dyn Lease>;
-        p.renew = true;
+        let mut p = renewing(Arc::clone(&lease) as Arc<dyn Lease>);
         p.ttl = Duration::from_millis(900);
         p.validity = Some(Duration::from_millis(900));
         let g = p.into_guard();
