@@ -1,6 +1,15 @@
-//! [`SqlClient`]: what row mode and for_update mode share — one database's connection pool
+//! [`SqlClient`]: what row mode and for_update mode share — one database's connection pools
 //! (with each dialect's session settings), the configuration, the backend label, the lock
 //! tables (created at connect when missing) and this process's waiter-queue keys.
+//!
+//! A statement made while a lock holds a connection of one pool never waits for another
+//! connection of that same pool: acquisitions that each hold one and wait for a second would
+//! wait for each other (with a pool of N, N acquisitions of different names at once stalled
+//! for the pool's timeout and failed; a pool of one could take no for_update lock at all). So
+//! the short statements made while a lock connection is held — token draws, holder records —
+//! run on the [`side`](SqlClient::side) pool, and the gate rows of for_update's read-write lock
+//! and semaphore, held while their side of the lock is taken, on the
+//! [`gates`](SqlClient::gates) pool. Neither opens a connection before it is first used.
 
 use std::fmt;
 use std::str::FromStr;
@@ -17,11 +26,21 @@ use crate::config::SqlConfig;
 use crate::error::{classify, map, Failure};
 use crate::statements::{self, ClientStatements};
 
+/// The side pool's connections: each statement on it is one short autocommitted round trip.
+pub(crate) const SIDE_CONNECTIONS: u32 = 2;
+
 /// One client of one database: its pool, configuration and label. Both modes' lock types
 /// ([`crate::row::RowLock`], [`crate::for_update::ForUpdateLock`]) run over it.
 pub(crate) struct SqlClient {
     pub(crate) cfg: SqlConfig,
+    /// The lock connections (at most `max_connections`).
     pub(crate) pool: AnyPool,
+    /// Short autocommitted statements made while a lock connection is held (at most
+    /// [`SIDE_CONNECTIONS`]): a statement on it never waits for anything but its own turn.
+    pub(crate) side: AnyPool,
+    /// for_update's gate rows, held while a connection of `pool` is taken (at most
+    /// `max_connections`).
+    pub(crate) gates: AnyPool,
     /// The backend label (`postgres-row`, …): the only name of the database in messages and
     /// logs (the URL is secret).
     pub(crate) label: String,
@@ -53,22 +72,33 @@ impl SqlClient {
         })?;
         let sql = statements::client(cfg.dialect, cfg.mode, &cfg.table);
         let session = sql.session;
-        let pool = crate::liveness::check_when_idle(AnyPoolOptions::new())
-            .max_connections(cfg.max_connections)
-            .min_connections(0)
-            .acquire_timeout(cfg.connect_timeout)
-            .after_connect(move |conn, _| {
-                Box::pin(async move {
-                    for setting in session {
-                        conn.execute(*setting).await?;
-                    }
-                    Ok(())
+        let options = |max| {
+            crate::liveness::check_when_idle(AnyPoolOptions::new())
+                .max_connections(max)
+                .min_connections(0)
+                .acquire_timeout(cfg.connect_timeout)
+                .after_connect(move |conn, _| {
+                    Box::pin(async move {
+                        for setting in session {
+                            conn.execute(*setting).await?;
+                        }
+                        Ok(())
+                    })
                 })
-            })
-            .connect_with(opts)
+        };
+        let pool = options(cfg.max_connections)
+            .connect_with(opts.clone())
             .await
             .map_err(|e| map(e, &label, None))?;
-        let client = SqlClient { cfg, pool, label };
+        let side = options(SIDE_CONNECTIONS).connect_lazy_with(opts.clone());
+        let gates = options(cfg.max_connections).connect_lazy_with(opts);
+        let client = SqlClient {
+            cfg,
+            pool,
+            side,
+            gates,
+            label,
+        };
         client.create_schema(&sql).await?;
         Ok(client)
     }

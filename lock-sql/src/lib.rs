@@ -75,9 +75,12 @@
 //! whatever it was granted) instead of returning it to the pool.
 //!
 //! # Pooling
-//! One sqlx pool per client (`max_connections`, default 16 in row mode, 100 in for_update and
-//! advisory modes); a for_update or advisory guard holds one pooled connection while held, and the waiters of one process
-//! for one name hold one between them (the head's). Lock names, tokens and durations are
+//! One sqlx pool of lock connections per client (`max_connections`, default 16 in row mode,
+//! 100 in for_update and advisory modes); a for_update or advisory guard holds one pooled
+//! connection while held, and the waiters of one process for one name hold one between them
+//! (the head's). An acquisition holding a connection never waits for another of the same pool:
+//! its token draw and holder record run on a side pool of 2 connections, for_update's gate rows
+//! on a gates pool of up to `max_connections` (both opened on first use; see `client.rs`). Lock names, tokens and durations are
 //! always bound parameters; the table name is the only text in SQL and is validated as an
 //! identifier.
 //!

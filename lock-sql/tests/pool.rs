@@ -335,3 +335,115 @@ async fn a_release_whose_answer_was_lost_is_unavailable_not_lost() {
         taken_at_once(&other, &name, token, &url).await;
     }
 }
+
+/// `size` acquisitions of different names at once, ten rounds: each round must take every lock
+/// within 2 s (a stall waits for the pool's 5 s timeout and fails).
+async fn all_at_once<F, Fut>(what: &str, size: usize, acquire: F)
+where
+    F: Fn(String) -> Fut,
+    Fut: std::future::Future<Output = Result<lock_core::LockGuard, LockError>>,
+{
+    for round in 0..10 {
+        let names = (0..size).map(|i| unique(&format!("own-pool-{i}")));
+        let t = Instant::now();
+        let got = futures::future::join_all(names.map(&acquire)).await;
+        let took = t.elapsed();
+        let guards: Vec<_> = got
+            .into_iter()
+            .map(|g| g.unwrap_or_else(|e| panic!("{what}: round {round}: {e}")))
+            .collect();
+        assert!(
+            took < Duration::from_secs(2),
+            "{what}: round {round}: {size} acquisitions of free names took {took:?}"
+        );
+        for g in guards {
+            g.release().await.unwrap();
+        }
+    }
+}
+
+/// An acquisition that holds a lock connection (for_update's transaction, an advisory
+/// session, a gate row) never waits for another connection of the same pool, whose others may
+/// all be held by acquisitions in the same position: token draws and holder records run on
+/// the side pool, gate rows on the gates pool (`lock_sql::client`). Before, two for_update
+/// acquisitions of different names on a pool of two each locked a row and then waited for the
+/// other's connection to draw their tokens: both stalled for the pool's 5 s timeout and
+/// failed; a pool of one could take no lock at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acquisitions_never_wait_on_their_own_pool() {
+    for base in [postgres_url(), mysql_url()] {
+        for mode in ["for_update", "advisory"] {
+            for size in [1usize, 2, 4] {
+                let url = format!("{base}?mode={mode}&max_connections={size}");
+                let lock = connect_or_explain(&url).await;
+                let named = AcquireOptions::new()
+                    .wait(Duration::from_secs(10))
+                    .holder("pool-test");
+                let what = format!("{url} (mutex, holder identity)");
+                all_at_once(&what, size, |n| {
+                    let (lock, named) = (&lock, &named);
+                    async move { lock.acquire(&n, named).await }
+                })
+                .await;
+                let rw = lock_sql::connect_rwlock(&url).await.unwrap();
+                let what = format!("{url} (write lock)");
+                let opts = wait_ms(10_000);
+                all_at_once(&what, size, |n| {
+                    let (rw, opts) = (&rw, &opts);
+                    async move { rw.write(&n, opts).await }
+                })
+                .await;
+                let sem = lock_sql::connect_semaphore(&url).await.unwrap();
+                let what = format!("{url} (semaphore)");
+                all_at_once(&what, size, |n| {
+                    let (sem, opts) = (&sem, &opts);
+                    async move { sem.acquire(&n, 2, opts).await }
+                })
+                .await;
+            }
+        }
+    }
+}
+
+/// A waiter cancelled while its locking read waits behind the holder does not stall the next
+/// holder: with a pool of two, the cancelled read's connection stays busy until the row is
+/// free, and the next holder must still get its token. Before, that holder waited for the
+/// busy connection to draw its token while the read waited for that holder's row lock: a
+/// stall for the pool's 5 s timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_for_update_waiter_does_not_stall_the_next_holder() {
+    for base in [postgres_url(), mysql_url()] {
+        let url = format!("{base}?mode=for_update&max_connections=2");
+        let lock = std::sync::Arc::new(connect_or_explain(&url).await);
+        let other = connect_or_explain(&url).await;
+        let name = unique("cancelled-read");
+        let held = other.acquire(&name, &wait_ms(2000)).await.unwrap();
+        // This client's waiter is in the database's lock queue, then cancelled.
+        let waiting = tokio::time::timeout(
+            Duration::from_millis(300),
+            lock.acquire(&name, &wait_ms(60_000)),
+        )
+        .await;
+        assert!(waiting.is_err(), "{url}: the waiter got a held lock");
+        // The next waiter of this client queues behind the cancelled read; the holder lets go.
+        let next = tokio::spawn({
+            let (lock, name) = (lock.clone(), name.clone());
+            async move {
+                let t = Instant::now();
+                let g = lock.acquire(&name, &wait_ms(20_000)).await;
+                (g, t.elapsed())
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let released = Instant::now();
+        held.release().await.unwrap();
+        let (g, _) = next.await.unwrap();
+        let g = g.unwrap_or_else(|e| panic!("{url}: the next holder failed: {e}"));
+        assert!(
+            released.elapsed() < Duration::from_secs(2),
+            "{url}: the next holder got the lock {:?} after the release",
+            released.elapsed()
+        );
+        g.release().await.unwrap();
+    }
+}

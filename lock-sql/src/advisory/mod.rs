@@ -166,7 +166,8 @@ impl AdvisoryLock {
 
     /// PostgreSQL: makes sure `name` has a key in the registry (its digest's first 8 bytes, or
     /// on a collision with another name the first free of 15 variations), so no two names ever
-    /// share an advisory lock. Cached per client; a no-op on MySQL.
+    /// share an advisory lock. Cached per client; a no-op on MySQL. On the side pool: a
+    /// semaphore registers its slots' keys while its session is held (see `crate::client`).
     async fn ensure_key(&self, name: &str) -> Result<(), LockError> {
         let Some(register) = &self.sql.register else {
             return Ok(());
@@ -186,7 +187,7 @@ impl AdvisoryLock {
                 .bind(name)
                 .bind(probe);
             let row = q
-                .fetch_one(&self.client.pool)
+                .fetch_one(&self.client.side)
                 .await
                 .map_err(|e| map(e, label, Some(name)))?;
             let has: i64 = row.try_get(0).map_err(|e| map(e, label, Some(name)))?;
@@ -438,7 +439,7 @@ impl LockBackend for AdvisoryLock {
             };
             let forget = match (&self.sessions, opts.holder.as_deref()) {
                 (Some(sessions), Some(holder)) => sessions
-                    .record(session.conn(), &self.client.pool, label, (name, token, holder))
+                    .record(session.conn(), &self.client.side, label, (name, token, holder))
                     .await
                     .inspect_err(|e| tracing::warn!(backend = %label, name, error = %e, "could not record the holder identity"))
                     .ok(),

@@ -26,7 +26,7 @@ use lock_core::{
     AcquireOptions, Capabilities, CrashRelease, LockError, LockGuard, LockInfo, Wakeup,
 };
 use sqlx::AssertSqlSafe;
-use sqlx::{Any, Executor, Transaction};
+use sqlx::{Any, AnyPool, Executor, Transaction};
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
@@ -89,6 +89,8 @@ impl Budget {
 #[derive(Debug)]
 pub(crate) struct ForUpdateLock {
     client: Arc<SqlClient>,
+    /// Where this lock's transactions run: the client's lock connections, or its gates'.
+    pool: AnyPool,
     sql: ForUpdateStatements,
     /// Tells this lock's in-process waiting queue apart from other row locks of a name (the
     /// read-write lock's tables, see `rw.rs`).
@@ -115,6 +117,7 @@ impl ForUpdateLock {
         let sessions =
             SessionStatements::new(client.cfg.dialect, Mode::ForUpdate, &client.cfg.table);
         Ok(ForUpdateLock {
+            pool: client.pool.clone(),
             client,
             sql,
             queue_tag: "",
@@ -124,15 +127,20 @@ impl ForUpdateLock {
     }
 
     /// A row lock on another table of this client (`sql`'s), queued in the process apart
-    /// from the others by `queue_tag`, each locking statement waiting at most `slice`; records
-    /// no holder identities.
+    /// from the others by `queue_tag`, each locking statement waiting at most `slice`, its
+    /// transactions on the client's gate connections when `gate` (a gate row is held while
+    /// a lock connection is taken: see `crate::client`); records no holder identities.
     pub(crate) fn on(
         client: Arc<SqlClient>,
         sql: ForUpdateStatements,
-        queue_tag: &'static str,
-        slice: Option<Duration>,
+        (queue_tag, slice): (&'static str, Option<Duration>),
+        gate: bool,
     ) -> Self {
         ForUpdateLock {
+            pool: match gate {
+                true => client.gates.clone(),
+                false => client.pool.clone(),
+            },
             client,
             sql,
             queue_tag,
@@ -144,7 +152,7 @@ impl ForUpdateLock {
     /// A transaction on a pooled connection, for lock `name`.
     async fn begin(&self, name: &str) -> Result<Transaction<'static, Any>, LockError> {
         let label = &self.client.label;
-        crate::begin::begin(&self.client.pool, None)
+        crate::begin::begin(&self.pool, None)
             .await
             .map_err(|e| map(e, label, Some(name)))
     }
@@ -161,7 +169,7 @@ impl ForUpdateLock {
         nowait: bool,
     ) -> Result<Transaction<'static, Any>, sqlx::Error> {
         let (idle, wait) = bounds::tx_bounds(self.client.cfg.dialect, ttl, wait, nowait);
-        crate::begin::begin(&self.client.pool, Some((self.sql.begin)(idle, wait))).await
+        crate::begin::begin(&self.pool, Some((self.sql.begin)(idle, wait))).await
     }
 
     /// Records the holder identity of `opts`, if any, for the lock `tx` holds with `token`:
@@ -175,7 +183,8 @@ impl ForUpdateLock {
         opts: &AcquireOptions,
     ) -> Option<Forget> {
         let (sessions, holder) = (self.sessions.as_ref()?, opts.holder.as_deref()?);
-        let (pool, label) = (&self.client.pool, &self.client.label);
+        // On the side pool: this lock's connection is held (see `crate::client`).
+        let (pool, label) = (&self.client.side, &self.client.label);
         sessions
             .record(tx, pool, label, (name, token, holder))
             .await
@@ -272,23 +281,25 @@ impl ForUpdateLock {
     }
 
     /// Draws the fencing token of `name` for a row lock `tx` holds (committed on its own on
-    /// another pooled connection) and checks that `tx` still holds it.
+    /// a connection of the side pool, never waiting for a lock connection: see
+    /// `crate::client`) and checks that `tx` still holds it.
     pub(crate) async fn draw_token(
         &self,
         tx: &mut Transaction<'static, Any>,
         name: &str,
     ) -> Result<u64, Failure> {
         let label = &self.client.label;
-        let mut conn = self
-            .client
-            .pool
-            .acquire()
-            .await
-            .map_err(|e| Failure::Error(map(e, label, Some(name))))?;
-        let token = token::draw(&self.sql.draw_token, &mut conn, label, name)
-            .await
-            .map_err(Failure::Error)?;
-        drop(conn);
+        // A draw sent again after its connection died only skips a token.
+        let side = &self.client.side;
+        let (token, _) = resend_on_dead_connection(side, (label, name), || async {
+            let mut conn = side
+                .acquire()
+                .await
+                .map_err(|e| map(e, label, Some(name)))?;
+            token::draw(&self.sql.draw_token, &mut conn, label, name).await
+        })
+        .await
+        .map_err(Failure::Error)?;
         // The draw ran on another connection: the lock transaction may have died meanwhile (a
         // server-side kill) and another client taken the row and drawn a lower token. A ping
         // that succeeds in the lock transaction now proves it held the row lock throughout the
@@ -361,13 +372,12 @@ impl LockBackend for ForUpdateLock {
             // A connection used moments ago is not pinged (`crate::liveness`): one that a fault
             // killed since fails its `BEGIN`, before anything is locked, so a fresh one is
             // asked for at once (at most once per idle connection, and once more).
-            let (mut tx, _) =
-                resend_on_dead_connection(&self.client.pool, (label, name), || async {
-                    self.begin_bounded_tx(opts.ttl, this_wait, nowait)
-                        .await
-                        .map_err(|e| map(e, label, Some(name)))
-                })
-                .await?;
+            let (mut tx, _) = resend_on_dead_connection(&self.pool, (label, name), || async {
+                self.begin_bounded_tx(opts.ttl, this_wait, nowait)
+                    .await
+                    .map_err(|e| map(e, label, Some(name)))
+            })
+            .await?;
             let outcome = self.lock_row(&mut tx, name, nowait).await;
             let next = match outcome {
                 Ok(Some(token)) => {

@@ -64,23 +64,27 @@ impl ForUpdateRw {
                 d.label()
             ))
         };
-        let on = |sql, tag, slice| ForUpdateLock::on(Arc::clone(client), sql, tag, slice);
+        let on =
+            |sql, tag, slice, gate| ForUpdateLock::on(Arc::clone(client), sql, (tag, slice), gate);
         let writer_slice = (d == Dialect::MySql).then_some(WRITER_SLICE);
         Ok(ForUpdateRw {
             gate: on(
                 statements::for_update(d, &gate).ok_or_else(none)?,
                 "\0rwgate",
                 None,
+                true,
             ),
             read: on(
                 statements::for_share(d, &rows).ok_or_else(none)?,
                 "\0rw",
                 None,
+                false,
             ),
             write: on(
                 statements::for_update(d, &rows).ok_or_else(none)?,
                 "\0rw",
                 writer_slice,
+                false,
             ),
         })
     }

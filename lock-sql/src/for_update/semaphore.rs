@@ -65,16 +65,18 @@ impl ForUpdateSemaphore {
             .execute(&client.pool)
             .await
             .map_err(|e| map(e, &client.label, None))?;
-        let on = |sql, tag| ForUpdateLock::on(Arc::clone(client), sql, tag, None);
+        let on = |sql, tag, gate| ForUpdateLock::on(Arc::clone(client), sql, (tag, None), gate);
         Ok(ForUpdateSemaphore {
             client: Arc::clone(client),
             gate: on(
                 statements::for_update(d, &gate).ok_or_else(|| unavailable(d))?,
                 "\0semgate",
+                true,
             ),
             rows: on(
                 statements::for_update(d, t).ok_or_else(|| unavailable(d))?,
                 "\0sem",
+                false,
             ),
             sql,
         })
