@@ -376,6 +376,74 @@ mod tests {
         assert!(!s.is_current(STOPPED));
     }
 
+    /// A guard that records why it was left unscheduled.
+    struct Recorder(Slot, Mutex<Option<String>>);
+
+    impl Renewable for Recorder {
+        fn slot(&self) -> &Slot {
+            &self.0
+        }
+        fn due(&self, _: Option<Duration>) -> Option<Instant> {
+            Some(Instant::now() + Duration::from_secs(3600))
+        }
+        fn step(self: Arc<Self>, _: u64) -> BoxFuture<'static, Step> {
+            Box::pin(async { Step::Done })
+        }
+        fn unscheduled(&self, why: &str) {
+            *self.1.lock().unwrap() = Some(why.to_owned());
+        }
+    }
+
+    #[test]
+    fn a_guard_filed_after_its_runtime_ended_is_told_so() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let guard = Arc::new(Recorder(
+            rt.block_on(async { Slot::new(true) }),
+            Mutex::default(),
+        ));
+        let weak: Weak<dyn Renewable> = Arc::downgrade(&(Arc::clone(&guard) as Arc<dyn Renewable>));
+        // Filed while the runtime lives: nothing to report.
+        guard.0.reschedule(weak.clone());
+        rt.block_on(tokio::task::yield_now());
+        assert_eq!(*guard.1.lock().unwrap(), None);
+        drop(rt);
+        // Filed again (as `extend` does) once the scheduler is gone: the guard hears why.
+        guard.0.reschedule(weak);
+        let why = guard.1.lock().unwrap().clone();
+        assert!(
+            why.as_deref()
+                .is_some_and(|w| w.contains("scheduler is gone")),
+            "the guard was not told: {why:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_finished_step_forgets_only_its_own_abort_handle() {
+        let slot = Slot::new(false);
+        let pending = || {
+            let (step, handle) = futures::future::abortable(std::future::pending::<()>());
+            (tokio::spawn(step), handle)
+        };
+        let ((first, h1), (second, h2)) = (pending(), pending());
+        let g1 = slot.next_generation().unwrap();
+        slot.start_step(g1, h1.clone());
+        let g2 = slot.next_generation().unwrap();
+        slot.start_step(g2, h2);
+        // The first step ends after the second started: the second's handle stays.
+        slot.end_step(g1);
+        slot.stop();
+        let ended = tokio::time::timeout(Duration::from_secs(5), second).await;
+        assert!(
+            matches!(ended, Ok(Ok(Err(futures::future::Aborted)))),
+            "stop did not abort the step in flight: {ended:?}"
+        );
+        h1.abort();
+        assert!(first.await.unwrap().is_err());
+    }
+
     #[test]
     fn each_runtime_gets_its_own_scheduler_and_a_dead_one_is_replaced() {
         let rt = |()| {
