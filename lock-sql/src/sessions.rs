@@ -2,7 +2,7 @@
 //! used by leader election): which database session holds a lock, and what it recorded.
 //!
 //! A holder that carries an identity records `(name, conn, fence, holder)` in
-//! `<table>_sessions` right after its grant (committed at once, on another pooled connection),
+//! `<table>_sessions` right after its grant (committed at once, on the side pool's connection),
 //! where `conn` is the id of the connection that holds the lock (PostgreSQL `pg_backend_pid()`,
 //! MySQL/MariaDB `CONNECTION_ID()`). Its release deletes the record before it lets the lock go
 //! (for_update: in the holding transaction, so both happen at once).

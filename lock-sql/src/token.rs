@@ -20,7 +20,7 @@ use crate::statements::TokenDraw;
 /// deadlock each other; the loser's draw is rolled back and simply repeated).
 const DRAW_ATTEMPTS: u32 = 5;
 
-/// Draws the next token for `name` with `draw` on `conn` (another pooled connection, or a
+/// Draws the next token for `name` with `draw` on `conn` (a connection of the side pool, or a
 /// session that holds the lock outside any open transaction, so the statement commits by
 /// itself).
 ///

@@ -330,7 +330,7 @@ async fn mariadb_for_update_tokens_continue_above_the_old_sequence() {
 
 /// for_update on MariaDB: a lock transaction begins in one round trip — the session's bounds
 /// (idle, lock wait) and then `BEGIN`, sent together — so an uncontended acquisition is five
-/// requests: the begin, the locking read, the token's draw on another pooled connection and
+/// requests: the begin, the locking read, the token's draw on a connection of the side pool and
 /// sqlx's ping as that connection goes back to the pool, and the proof that the row lock was
 /// held throughout (it was six: the bounds went on their own). PostgreSQL keeps six: its
 /// bounds are `SET LOCAL`, inside the transaction, and a `BEGIN` sent with them would leave an

@@ -14,7 +14,7 @@
 //!
 //! Fencing tokens are drawn after the row lock is granted, from a counter no rollback takes
 //! back (PostgreSQL's sequence `<table>_fence`, MySQL/MariaDB's `AUTO_INCREMENT` table
-//! `<table>_fences`), by a statement that commits on its own on another pooled connection
+//! `<table>_fences`), by a statement that commits on its own on the side pool (`crate::client`)
 //! before the guard is handed out (`crate::token`), so a server crash cannot hand it out again.
 
 use std::sync::Arc;
@@ -215,7 +215,7 @@ impl ForUpdateLock {
         else {
             return Ok(None);
         };
-        // Drawn on another pooled connection and committed there, before the guard exists:
+        // Drawn on a connection of the side pool and committed there, before the guard exists:
         // see `crate::token`.
         let token = self.draw_token(tx, name).await?;
         Ok(Some(token))
