@@ -362,20 +362,43 @@ where
     }
 }
 
+/// How many connections the server has open for `app` (PostgreSQL's `application_name`).
+async fn connections_of(admin: &sqlx::AnyPool, app: &str) -> usize {
+    let n: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM pg_stat_activity WHERE application_name = $1")
+            .bind(app)
+            .fetch_one(admin)
+            .await
+            .unwrap();
+    usize::try_from(n).unwrap()
+}
+
 /// An acquisition that holds a lock connection (for_update's transaction, an advisory
 /// session, a gate row) never waits for another connection of the same pool, whose others may
 /// all be held by acquisitions in the same position: token draws and holder records run on
 /// the side pool, gate rows on the gates pool (`lock_sql::client`). Before, two for_update
 /// acquisitions of different names on a pool of two each locked a row and then waited for the
 /// other's connection to draw their tokens: both stalled for the pool's 5 s timeout and
-/// failed; a pool of one could take no lock at all.
+/// failed; a pool of one could take no lock at all. On PostgreSQL each client's connections
+/// are counted: at most `max_connections` + 2 for the mutex (no gates), 2 × `max_connections`
+/// + 2 for the others (the README's bound).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acquisitions_never_wait_on_their_own_pool() {
+    sqlx::any::install_default_drivers();
+    let admin = sqlx::AnyPool::connect(&postgres_url()).await.unwrap();
     for base in [postgres_url(), mysql_url()] {
+        let pg = base == postgres_url();
         for mode in ["for_update", "advisory"] {
             for size in [1usize, 2, 4] {
+                let app =
+                    |kind: &str| format!("pool_{kind}_{}", &lock_core::backend::owner_token()[..8]);
                 let url = format!("{base}?mode={mode}&max_connections={size}");
-                let lock = connect_or_explain(&url).await;
+                let (mutex_app, rw_app, sem_app) = (app("mutex"), app("rw"), app("sem"));
+                let named_url = |app: &str| match pg {
+                    true => format!("{url}&application_name={app}"),
+                    false => url.clone(),
+                };
+                let lock = connect_or_explain(&named_url(&mutex_app)).await;
                 let named = AcquireOptions::new()
                     .wait(Duration::from_secs(10))
                     .holder("pool-test");
@@ -385,7 +408,7 @@ async fn acquisitions_never_wait_on_their_own_pool() {
                     async move { lock.acquire(&n, named).await }
                 })
                 .await;
-                let rw = lock_sql::connect_rwlock(&url).await.unwrap();
+                let rw = lock_sql::connect_rwlock(&named_url(&rw_app)).await.unwrap();
                 let what = format!("{url} (write lock)");
                 let opts = wait_ms(10_000);
                 all_at_once(&what, size, |n| {
@@ -393,13 +416,31 @@ async fn acquisitions_never_wait_on_their_own_pool() {
                     async move { rw.write(&n, opts).await }
                 })
                 .await;
-                let sem = lock_sql::connect_semaphore(&url).await.unwrap();
+                let sem = lock_sql::connect_semaphore(&named_url(&sem_app))
+                    .await
+                    .unwrap();
                 let what = format!("{url} (semaphore)");
                 all_at_once(&what, size, |n| {
                     let (sem, opts) = (&sem, &opts);
                     async move { sem.acquire(&n, 2, opts).await }
                 })
                 .await;
+                if pg {
+                    for (app, most) in [
+                        (&mutex_app, size + 2),
+                        (&rw_app, 2 * size + 2),
+                        (&sem_app, 2 * size + 2),
+                    ] {
+                        let open = connections_of(&admin, app).await;
+                        // The mutex's pool keeps its idle connections: proof that the count
+                        // sees this client at all.
+                        let least = usize::from(app == &mutex_app);
+                        assert!(
+                            (least..=most).contains(&open),
+                            "{url}: client {app} has {open} connections open (at most {most})"
+                        );
+                    }
+                }
             }
         }
     }
