@@ -1,4 +1,4 @@
-//! [`SqlClient`]: what row mode and for_update mode share — one database's connection pools
+//! [`SqlClient`]: what every mode shares — one database's connection pools
 //! (with each dialect's session settings), the configuration, the backend label, the lock
 //! tables (created at connect when missing) and this process's waiter-queue keys.
 //!
@@ -26,8 +26,9 @@ use crate::config::SqlConfig;
 use crate::error::{classify, map, Failure};
 use crate::statements::{self, ClientStatements};
 
-/// The side pool's connections: each statement on it is one short autocommitted round trip.
-pub(crate) const SIDE_CONNECTIONS: u32 = 2;
+/// The side pool's connections: `max_connections` within these bounds (each statement on it is
+/// one short autocommitted round trip, and sqlx's ping as it goes back).
+pub(crate) const SIDE_CONNECTIONS: (u32, u32) = (2, 16);
 
 /// One client of one database: its pool, configuration and label. Both modes' lock types
 /// ([`crate::row::RowLock`], [`crate::for_update::ForUpdateLock`]) run over it.
@@ -35,8 +36,9 @@ pub(crate) struct SqlClient {
     pub(crate) cfg: SqlConfig,
     /// The lock connections (at most `max_connections`).
     pub(crate) pool: AnyPool,
-    /// Short autocommitted statements made while a lock connection is held (at most
-    /// [`SIDE_CONNECTIONS`]): a statement on it never waits for anything but its own turn.
+    /// Short autocommitted statements made while a lock connection is held
+    /// (`max_connections` within [`SIDE_CONNECTIONS`]): a statement on it never waits for
+    /// anything but its own turn.
     pub(crate) side: AnyPool,
     /// for_update's gate rows, held while a connection of `pool` is taken (at most
     /// `max_connections`).
@@ -90,7 +92,8 @@ impl SqlClient {
             .connect_with(opts.clone())
             .await
             .map_err(|e| map(e, &label, None))?;
-        let side = options(SIDE_CONNECTIONS).connect_lazy_with(opts.clone());
+        let (least, most) = SIDE_CONNECTIONS;
+        let side = options(cfg.max_connections.clamp(least, most)).connect_lazy_with(opts.clone());
         let gates = options(cfg.max_connections).connect_lazy_with(opts);
         let client = SqlClient {
             cfg,

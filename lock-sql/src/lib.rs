@@ -79,8 +79,10 @@
 //! 100 in for_update and advisory modes); a for_update or advisory guard holds one pooled
 //! connection while held, and the waiters of one process for one name hold one between them
 //! (the head's). An acquisition holding a connection never waits for another of the same pool:
-//! its token draw and holder record run on a side pool of 2 connections, for_update's gate rows
-//! on a gates pool of up to `max_connections` (both opened on first use; see `client.rs`). Lock names, tokens and durations are
+//! for_update's token draws, the holder records of both modes and PostgreSQL's advisory key
+//! registrations run on a side pool (`max_connections` kept within 2..=16), for_update's gate
+//! rows on a gates pool of up to `max_connections` (both opened on first use; see
+//! `client.rs`). Lock names, tokens and durations are
 //! always bound parameters; the table name is the only text in SQL and is validated as an
 //! identifier.
 //!

@@ -297,8 +297,13 @@ async fn postgres_uncontended_acquire_and_release_are_one_statement_each() {
         let before = proxy.chunks_sent();
         g.release().await.unwrap();
         // sqlx pings a connection as it goes back to the pool, from a task of its own that may
-        // send before or after the release returns: wait for it, so that every count has it.
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        // send before or after the release returns: wait for it (bounded: 1 s), so that every
+        // count has it, and a little longer for anything else the release would send.
+        let t = tokio::time::Instant::now();
+        while proxy.chunks_sent() - before < 2 && t.elapsed() < Duration::from_secs(1) {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
         if cycle > 0 {
             fewest_release = fewest_release.min(proxy.chunks_sent() - before);
         }

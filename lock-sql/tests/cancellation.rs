@@ -162,11 +162,11 @@ async fn cancelled_begins_leave_no_open_transaction(base: String, dialect: Diale
         let after = Duration::from_millis(40 + 10 * (round % 6));
         let _ = tokio::time::timeout(after, lock.acquire(&name, &opts)).await;
         proxy.heal();
-        // The cancelled call's connections go back to the pool first (bounded: 3 s). Without
-        // this, a two-connection pool can stall for its 5 s timeout: a cancelled waiter's
-        // locking read still in flight holds one connection, queued behind the row lock of the
-        // next holder, which needs the other for its token draw (found writing this test; it
-        // predates the fix this test is for, and a pool of three does not stall).
+        // The cancelled call's connections go back to the pool first (bounded: 3 s), so that
+        // each is asked below. (Found writing this test: a two-connection pool could stall
+        // here for its 5 s timeout, a cancelled locking read holding one connection behind
+        // the next holder, which needed the other for its token draw; token draws now use the
+        // side pool, `tests/pool.rs` `a_cancelled_for_update_acquire_does_not_stall_the_next`.)
         let t = Instant::now();
         while lock.pool().num_idle() < lock.pool().size() as usize {
             assert!(

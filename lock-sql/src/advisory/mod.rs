@@ -398,7 +398,10 @@ impl LockBackend for AdvisoryLock {
                     // A failed statement may have taken the lock before it failed (session
                     // locks outlive a failed statement and stack): that session is closed,
                     // which frees whatever it took, and the wait goes on on a fresh one.
+                    // Closed before a fresh one is asked for: with every connection of the pool
+                    // taken, the fresh one is this one's (a pool of one waited for itself).
                     Err(Failure::Busy) | Err(Failure::Retry) => {
+                        drop(session);
                         session = self.session(name).await?;
                         None
                     }
