@@ -297,10 +297,21 @@ pub(super) async fn traces_gone(
     name: &str,
     within: Duration,
 ) -> Result<(), String> {
+    traces_at_most(h, name, 0, within).await
+}
+
+/// Waits until the store holds at most `most` entries for `name`; `Err` naming what was left
+/// after `within`.
+pub(super) async fn traces_at_most(
+    h: &dyn Harness,
+    name: &str,
+    most: usize,
+    within: Duration,
+) -> Result<(), String> {
     let t = Instant::now();
     loop {
         let n = h.traces(name).await;
-        if n == 0 {
+        if n <= most {
             return Ok(());
         }
         if t.elapsed() >= within {

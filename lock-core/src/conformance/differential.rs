@@ -36,7 +36,7 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
 use tokio::time::Instant;
 
-use super::cases::traces_gone;
+use super::cases::{traces_at_most, traces_gone};
 use super::{unique_name, Harness};
 use crate::memory::MemoryStore;
 use crate::{AcquireOptions, DistributedLock, LockError, LockGuard};
@@ -364,10 +364,7 @@ impl Side<'_> {
                 // (a release in between could grant the departing waiter; cc8 saw a try
                 // answered Busy so). The reference's leave is synchronous.
                 if let (Crasher::Harness(h), Some(before)) = (&self.crasher, before) {
-                    let until = Instant::now() + SETTLE;
-                    while h.traces(&names[name]).await > before && Instant::now() < until {
-                        tokio::time::sleep(Duration::from_millis(10)).await;
-                    }
+                    let _ = traces_at_most(*h, &names[name], before, SETTLE).await;
                 }
                 self.settle(client, &names[name], name).await?;
                 Ok(Outcome::Free)
