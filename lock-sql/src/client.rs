@@ -6,8 +6,8 @@
 //! connection of that same pool: acquisitions that each hold one and wait for a second would
 //! wait for each other (with a pool of N, N acquisitions of different names at once stalled
 //! for the pool's timeout and failed; a pool of one could take no for_update lock at all). So
-//! the short statements made while a lock connection is held — token draws, holder records —
-//! run on the [`side`](SqlClient::side) pool, and the gate rows of for_update's read-write lock
+//! the short statements made while a lock connection is held — token draws, holder records,
+//! PostgreSQL's advisory key registrations — run on the [`side`](SqlClient::side) pool, and the gate rows of for_update's read-write lock
 //! and semaphore, held while their side of the lock is taken, on the
 //! [`gates`](SqlClient::gates) pool. Neither opens a connection before it is first used.
 
@@ -30,8 +30,9 @@ use crate::statements::{self, ClientStatements};
 /// one short autocommitted round trip, and sqlx's ping as it goes back).
 pub(crate) const SIDE_CONNECTIONS: (u32, u32) = (2, 16);
 
-/// One client of one database: its pool, configuration and label. Both modes' lock types
-/// ([`crate::row::RowLock`], [`crate::for_update::ForUpdateLock`]) run over it.
+/// One client of one database: its pools, configuration and label. Every mode's lock types
+/// ([`crate::row::RowLock`], [`crate::for_update::ForUpdateLock`], the advisory locks) run
+/// over it.
 pub(crate) struct SqlClient {
     pub(crate) cfg: SqlConfig,
     /// The lock connections (at most `max_connections`).
