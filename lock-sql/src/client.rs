@@ -10,6 +10,9 @@
 //! PostgreSQL's advisory key registrations — run on the [`side`](SqlClient::side) pool, and the gate rows of for_update's read-write lock
 //! and semaphore, held while their side of the lock is taken, on the
 //! [`gates`](SqlClient::gates) pool. Neither opens a connection before it is first used.
+//! The reads that look at a lock (`inspect`, and so `leader`) run on the side pool too: the
+//! client's own locks may hold every lock connection (a leader on a pool of one asking who
+//! leads).
 
 use std::fmt;
 use std::str::FromStr;

@@ -226,7 +226,7 @@ impl LockBackend for SqlLock {
     async fn inspect(&self, name: &str) -> Result<LockInfo, LockError> {
         let info = self.mode.inspect(name).await?;
         if let (Some(sessions), true) = (&self.sessions, info.held) {
-            let (pool, label) = (&self.client.pool, &self.client.label);
+            let (pool, label) = (&self.client.side, &self.client.label);
             return Ok(match sessions.current(pool, label, name).await? {
                 Some((token, holder)) => {
                     LockInfo::held(Some(token), None, None, info.waiters).with_holder(Some(holder))
@@ -236,7 +236,7 @@ impl LockBackend for SqlLock {
         }
         match (&self.holders, info.held, info.fencing_token) {
             (Some(holders), true, Some(token)) => {
-                let (pool, label) = (&self.client.pool, &self.client.label);
+                let (pool, label) = (&self.client.side, &self.client.label);
                 let holder = holders.lookup(pool, label, name, token).await?;
                 Ok(info.with_holder(holder))
             }

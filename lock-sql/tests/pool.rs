@@ -514,3 +514,61 @@ async fn an_advisory_waiter_on_a_pool_of_one_waits_for_the_holder() {
     g.release().await.unwrap();
     release.await.unwrap();
 }
+
+/// `fut` answered within 2 s (a call waiting on the lock pool waits its 5 s timeout, then
+/// fails).
+async fn within<T>(what: &str, fut: impl std::future::Future<Output = Result<T, LockError>>) -> T {
+    let t = Instant::now();
+    match tokio::time::timeout(Duration::from_secs(2), fut).await {
+        Ok(Ok(v)) => v,
+        Ok(Err(e)) => panic!("{what} failed after {:?}: {e}", t.elapsed()),
+        Err(_) => panic!("{what} did not answer within 2 s"),
+    }
+}
+
+/// Looking at a lock — `inspect` of a mutex, a semaphore or a read-write lock, and `leader` —
+/// never waits for a connection of the lock pool, whose every connection may be held by the
+/// client's own locks: with `max_connections=1` and its one connection holding a lock, each
+/// answers at once and sees that lock. Before, each waited for the pool's 5 s timeout and
+/// failed with `Unavailable` (a leader on a pool of one could not ask who leads).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn looking_at_a_lock_never_waits_on_the_lock_pool() {
+    for base in [postgres_url(), mysql_url()] {
+        for mode in ["for_update", "advisory"] {
+            let url = format!("{base}?mode={mode}&max_connections=1");
+            let lock = connect_or_explain(&url).await;
+            let group = unique("look-leader");
+            let held = lock
+                .campaign(&group, "pool-test", &wait_ms(2000))
+                .await
+                .unwrap();
+            let info = within(&format!("{url}: inspect"), lock.inspect(&group)).await;
+            assert!(info.held, "{url}: inspect did not see the held lock");
+            let leader = within(&format!("{url}: leader"), lock.leader(&group)).await;
+            let leader = leader.unwrap_or_else(|| panic!("{url}: leader saw nobody"));
+            assert_eq!(leader.identity, "pool-test", "{url}");
+            assert_eq!(leader.fencing_token, held.fencing_token(), "{url}");
+            let free = unique("look-free");
+            let info = within(&format!("{url}: inspect a free name"), lock.inspect(&free)).await;
+            assert!(!info.held, "{url}: a free name looked held");
+            held.release().await.unwrap();
+            if mode == "for_update" {
+                // for_update cannot count a semaphore's holders or a read-write lock's readers
+                // from another session (`Unsupported`, tested in `permits.rs`).
+                continue;
+            }
+            let name = unique("look-permits");
+            let sem = lock_sql::connect_semaphore(&url).await.unwrap();
+            let permit = sem.acquire(&name, 2, &wait_ms(2000)).await.unwrap();
+            let info = within(&format!("{url}: semaphore inspect"), sem.inspect(&name)).await;
+            assert_eq!(info.holders, 1, "{url}: semaphore inspect: {info:?}");
+            permit.release().await.unwrap();
+            let rw = lock_sql::connect_rwlock(&url).await.unwrap();
+            let read = rw.read(&name, &wait_ms(2000)).await.unwrap();
+            let info = within(&format!("{url}: rwlock inspect"), rw.inspect(&name)).await;
+            assert_eq!(info.readers, 1, "{url}: rwlock inspect: {info:?}");
+            assert!(!info.writer, "{url}: rwlock inspect: {info:?}");
+            read.release().await.unwrap();
+        }
+    }
+}

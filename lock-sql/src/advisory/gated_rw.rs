@@ -279,7 +279,7 @@ impl GatedRw {
     /// The readers, writer and (at most one) waiter of `name` now (see the module docs).
     pub(crate) async fn inspect(&self, name: &str) -> Result<RwLockInfo, LockError> {
         let m = |e| map(e, self.label(), Some(name));
-        let mut conn = self.locks.client.pool.acquire().await.map_err(m)?;
+        let mut conn = self.locks.client.side.acquire().await.map_err(m)?;
         let held = |key: String| sqlx::query(AssertSqlSafe(self.locks.sql.held.as_str())).bind(key);
         let n = self.slots(&mut conn, name).await?;
         let mut readers = 0;

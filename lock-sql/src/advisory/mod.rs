@@ -154,7 +154,7 @@ impl AdvisoryLock {
         self.ensure_key(name).await?;
         let row = sqlx::query(AssertSqlSafe(rw.state.as_str()))
             .bind(name)
-            .fetch_one(&self.client.pool)
+            .fetch_one(&self.client.side)
             .await
             .map_err(m)?;
         let n = |i: usize| -> Result<usize, LockError> {
@@ -483,7 +483,7 @@ impl LockBackend for AdvisoryLock {
         let label = &self.client.label;
         let mut conn = self
             .client
-            .pool
+            .side
             .acquire()
             .await
             .map_err(|e| map(e, label, Some(name)))?;

@@ -246,7 +246,7 @@ impl AdvisorySemaphore {
     /// The name's count, holders and waiters now (see the module docs).
     pub(crate) async fn inspect(&self, name: &str) -> Result<SemaphoreInfo, LockError> {
         let m = |e| map(e, self.label(), Some(name));
-        let mut conn = self.locks.client.pool.acquire().await.map_err(m)?;
+        let mut conn = self.locks.client.side.acquire().await.map_err(m)?;
         let recorded: Option<i64> = match sqlx::query(AssertSqlSafe(self.counts.get.as_str()))
             .bind(name)
             .fetch_optional(&mut *conn)

@@ -149,14 +149,6 @@ impl ForUpdateLock {
         }
     }
 
-    /// A transaction on a pooled connection, for lock `name`.
-    async fn begin(&self, name: &str) -> Result<Transaction<'static, Any>, LockError> {
-        let label = &self.client.label;
-        crate::begin::begin(&self.pool, None)
-            .await
-            .map_err(|e| map(e, label, Some(name)))
-    }
-
     /// A lock transaction on a pooled connection, bounded by the database itself: how long it
     /// keeps the transaction when its holder goes silent and how long its statements wait for
     /// a row lock (`None` = forever; `NOWAIT` attempts get a short bound; see
@@ -459,7 +451,11 @@ impl LockBackend for ForUpdateLock {
 
     async fn inspect(&self, name: &str) -> Result<LockInfo, LockError> {
         let label = &self.client.label;
-        let mut tx = self.begin(name).await?;
+        // On the side pool: every lock connection may be held (see `crate::client`); the
+        // peek does not wait for the row lock.
+        let mut tx = crate::begin::begin(&self.client.side, None)
+            .await
+            .map_err(|e| map(e, label, Some(name)))?;
         let res = sqlx::query(AssertSqlSafe(self.sql.peek_row.as_str()))
             .bind(name)
             .fetch_optional(&mut *tx)
