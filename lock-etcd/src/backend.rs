@@ -95,6 +95,20 @@ impl EtcdLock {
         self.counts.range_reads.load(Ordering::SeqCst)
     }
 
+    /// Deletions this client's waiters found by reading while their watch had not reported
+    /// them (a watch late in etcd's catch-up loop: `crate::queue`).
+    #[doc(hidden)]
+    pub fn read_before_watch(&self) -> u64 {
+        self.counts.read_before_watch.load(Ordering::SeqCst)
+    }
+
+    /// Tests only: while `deaf`, this client's watches report no deletion, as watches stuck
+    /// in etcd's catch-up loop would; waiters then learn of deletions by reading.
+    #[doc(hidden)]
+    pub fn set_watches_deaf(&self, deaf: bool) {
+        self.members.set_watches_deaf(deaf);
+    }
+
     /// The configuration.
     pub fn config(&self) -> &EtcdConfig {
         &self.cfg

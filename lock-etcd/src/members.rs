@@ -68,6 +68,11 @@ impl Members {
         self.current.load(Ordering::SeqCst) % self.clients.len().max(1)
     }
 
+    /// Tests only: see [`WatchHub::set_deaf`].
+    pub fn set_watches_deaf(&self, deaf: bool) {
+        self.watches.set_deaf(deaf);
+    }
+
     /// Watches `key` (with `opts`: a prefix, a start revision) for its first deletion, on
     /// the client's one shared watch stream ([`crate::watches`]), opened on the member in use.
     pub async fn watch(

@@ -21,6 +21,7 @@
 //! ~100 ms.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -99,6 +100,8 @@ struct Table {
     live: HashMap<i64, oneshot::Sender<Fired>>,
     /// The stream broke: nothing more will be answered.
     closed: bool,
+    /// Tests only ([`WatchHub::set_deaf`]): deletions are not reported.
+    deaf: Arc<AtomicBool>,
 }
 
 /// One stream: where its requests go, its table, and the member it runs on.
@@ -121,9 +124,17 @@ impl Shared {
 #[derive(Default)]
 pub(crate) struct WatchHub {
     current: tokio::sync::Mutex<Option<Shared>>,
+    deaf: Arc<AtomicBool>,
 }
 
 impl WatchHub {
+    /// Tests only: while set, no watch of this hub reports a deletion — each behaves as a watch
+    /// stuck in etcd's catch-up loop (`crate::queue`), so a test can show what waiters do
+    /// about late watches.
+    pub fn set_deaf(&self, deaf: bool) {
+        self.deaf.store(deaf, Ordering::SeqCst);
+    }
+
     /// Creates a watch for deletions of `key` (with `opts`: a prefix, a start revision) on
     /// the stream of member `member`, opening that stream through `open` when there is none.
     /// Waits at most `timeout` for the member to confirm the watch.
@@ -167,6 +178,7 @@ impl WatchHub {
                 (None, pending) => {
                     let table = Arc::new(Mutex::new(Table {
                         pending: pending.into_iter().collect(),
+                        deaf: Arc::clone(&self.deaf),
                         ..Table::default()
                     }));
                     let (stream, member) = open(key, opts).await?;
@@ -278,6 +290,7 @@ fn dispatch(table: &Mutex<Table>, answer: &WatchResponse) -> Option<i64> {
         .events()
         .iter()
         .any(|e| e.event_type() == EventType::Delete)
+        && !t.deaf.load(Ordering::SeqCst)
     {
         let f = t.live.remove(&id)?;
         let _ = f.send(Fired::Deleted);
