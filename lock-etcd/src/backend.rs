@@ -95,16 +95,23 @@ impl EtcdLock {
         self.counts.range_reads.load(Ordering::SeqCst)
     }
 
-    /// Deletions this client's waiters found by reading while their watch had not reported
-    /// them (a watch late in etcd's catch-up loop: `crate::queue`).
+    /// Deletions this client's waiters found by reading while their watch might be late and
+    /// had not reported them (a watch late in etcd's catch-up loop: `crate::queue`).
     #[doc(hidden)]
     pub fn read_before_watch(&self) -> u64 {
         self.counts.read_before_watch.load(Ordering::SeqCst)
     }
 
-    /// Tests only: while `deaf`, this client's watches report no deletion, as watches stuck
-    /// in etcd's catch-up loop would; waiters then learn of deletions by reading.
+    /// Watches this client's waiters created on predecessors.
     #[doc(hidden)]
+    pub fn waiter_watches(&self) -> u64 {
+        self.counts.watches.load(Ordering::SeqCst)
+    }
+
+    /// Test hook (cargo feature `test-hooks`): while `deaf`, this client's watches report no
+    /// deletion, as watches stuck in etcd's catch-up loop would (a held lock's `lost()` too);
+    /// waiters then learn of deletions by reading.
+    #[cfg(feature = "test-hooks")]
     pub fn set_watches_deaf(&self, deaf: bool) {
         self.members.set_watches_deaf(deaf);
     }

@@ -69,6 +69,7 @@ impl Members {
     }
 
     /// Tests only: see [`WatchHub::set_deaf`].
+    #[cfg(feature = "test-hooks")]
     pub fn set_watches_deaf(&self, deaf: bool) {
         self.watches.set_deaf(deaf);
     }

@@ -23,10 +23,13 @@
 //! lands there too when a write commits while the member registers it (it reads its revision,
 //! then registers the watch from the next one). Under contention that is a few watches in a
 //! thousand, and each one held up its waiter — and every waiter queued behind it — for up to
-//! 100 ms: the wait p99 of eight contenders was ~100 ms. A waiter cannot tell such a watch from
-//! a prompt one, so for the first [`CATCH_UP_WINDOW`] of a watch it also reads its
-//! predecessor's key (one key, not the range) every [`LATE_WATCH_READ`], keeping the watch;
-//! after that the watch is synced and trusted.
+//! 100 ms: the wait p99 of eight contenders was ~100 ms. The member's answer to the watch does
+//! not say which it got. So for the first [`CATCH_UP_WINDOW`] of its watch on a predecessor a
+//! range read just found, a mutex's (or read-write lock's) waiter also reads that key every
+//! [`LATE_WATCH_READ`] (one key, not the range), keeping the watch, until a read answered at
+//! the watch's own start revision proves that no write came between the member reading that
+//! revision and registering the watch (so it was served at once), or the window ends. A
+//! semaphore's admitter (one per name, each of its looks a range read) does not.
 //!
 //! A watch that ends without a deletion (a member restarted, a compaction, no leader), or
 //! stays silent for half the lease (at most 2 s: a stream stuck on a member that went away
@@ -51,8 +54,8 @@ pub(crate) fn recheck_every(granted: Duration) -> Duration {
     (granted / 2).min(Duration::from_secs(2))
 }
 
-/// How long a new watch may sit in etcd's catch-up loop (100 ms between passes, plus the
-/// pass itself) before it is surely served at once.
+/// How long a new watch may sit in etcd's catch-up loop: 100 ms between passes plus the pass
+/// itself (longer only when the member has more than 512 late watches to catch up at once).
 pub(crate) const CATCH_UP_WINDOW: Duration = Duration::from_millis(150);
 
 /// How often a waiter reads its predecessor's key itself while its watch may be late.
@@ -75,9 +78,11 @@ pub(crate) struct WaitCounts {
     pub wakeups: AtomicU64,
     /// Reads of a whole range (not of one key).
     pub range_reads: AtomicU64,
-    /// Deletions a waiter's own read found while its watch had not reported them (a late
-    /// watch, or a deletion whose event was still on its way).
+    /// Deletions a waiter's own read found while its watch might be late and had not
+    /// reported them (a late watch, or a deletion whose event was still on its way).
     pub read_before_watch: AtomicU64,
+    /// Watches created (confirmed by the member).
+    pub watches: AtomicU64,
 }
 
 /// How a wait ended.
@@ -100,11 +105,13 @@ pub(crate) async fn wait_for_turn(
 ) -> Result<Waited, LockError> {
     let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(1));
     let mut last_answer = Instant::now();
-    // A watch kept for the next look (see below), with the key it watches and when it was
-    // asked for.
-    let mut kept: Option<(Vec<u8>, Watching, Instant)> = None;
-    // This look is a read made while a new watch might be late (see the module doc).
+    // A watch kept for the next look (see below), with the key it watches and, while it may
+    // be late, when it was asked for (see the module doc).
+    let mut kept: Option<(Vec<u8>, Watching, Option<Instant>)> = None;
+    // This look is a read made while the watch might be late.
     let mut checking_late = false;
+    // The last range read found a predecessor: its watch is the one a release reaches us by.
+    let mut new_predecessor = false;
     // `Rule::After`: the newest key below ours that the last range read found, with its
     // create revision; the next look reads only that key (see the module doc).
     let mut known: Option<(Vec<u8>, i64)> = None;
@@ -153,10 +160,11 @@ pub(crate) async fn wait_for_turn(
                 known = Some((key.clone(), rev));
                 key
             }
-            // It is gone (or its name was taken again, later than ours): read the range.
+            // It is gone (or its name was taken again, later than ours): a deletion we waited
+            // for, found by reading; read the range.
             (Some(_), _) => {
+                counts.wakeups.fetch_add(1, Ordering::SeqCst);
                 if std::mem::take(&mut checking_late) {
-                    counts.wakeups.fetch_add(1, Ordering::SeqCst);
                     counts.read_before_watch.fetch_add(1, Ordering::SeqCst);
                     tracing::debug!(backend = %me.label, name = %me.name, "our read found the predecessor gone before its watch said so");
                 }
@@ -166,6 +174,7 @@ pub(crate) async fn wait_for_turn(
             (None, Some(_)) if watch_prefix => range.clone().into_bytes(),
             (None, Some(pred)) => {
                 known = Some((pred.key().to_vec(), pred.create_revision()));
+                new_predecessor = true;
                 pred.key().to_vec()
             }
             (None, None) => return Ok(Waited::Ours),
@@ -173,26 +182,36 @@ pub(crate) async fn wait_for_turn(
         if deadline.expired() {
             return Ok(Waited::TimedOut);
         }
-        // The watch starts at the member's current revision (served at once; a watch from an
-        // older revision waits for etcd's 100 ms catch-up loop). It covers the deletion we
-        // wait for only if it started no later than the read that saw the key; a watch that
-        // started later is kept while a new read confirms the same key after its start.
+        // The watch starts at the member's current revision (a watch from an older revision
+        // always waits for etcd's 100 ms catch-up loop; one from now only when a write commits
+        // while it is registered). It covers the deletion we wait for only if it started no
+        // later than the read that saw the key; a watch that started later is kept while a
+        // new read confirms the same key after its start.
         let read_at = resp.header().map_or(0, |h| h.revision());
         checking_late = false;
         let reuse = match kept.take() {
-            Some((key, mut w, asked)) if key == pred => (!w.ended()).then_some((w, asked)),
+            Some((key, mut w, late)) if key == pred => (!w.ended()).then_some((w, late)),
             _ => None,
         };
-        let (mut watching, asked) = match reuse {
+        let (mut watching, late) = match reuse {
+            // A read at the watch's own start revision proves no write came between the
+            // member reading that revision and registering the watch: it is served at once.
+            Some((w, _)) if read_at == w.start() => (w, None),
             Some(w) => w,
             None => {
-                let asked = Instant::now();
+                // Only the watch on a predecessor a range read just found is read around while
+                // it may be late: a recheck's watch is on a key we have waited for a while, and
+                // a semaphore's admitter (one per name, each look a range read) never is.
+                let asked = std::mem::take(&mut new_predecessor).then(Instant::now);
                 let mut opts = WatchOptions::new();
                 if watch_prefix {
                     opts = opts.with_prefix();
                 }
                 match me.members.watch(pred.clone(), opts).await {
-                    Ok(w) => (w, asked),
+                    Ok(w) => {
+                        counts.watches.fetch_add(1, Ordering::SeqCst);
+                        (w, asked)
+                    }
                     Err(e) => {
                         tracing::debug!(backend = %me.label, name = %me.name, error = %e, "watching our predecessor failed; looking again");
                         deadline.sleep(backoff.next_delay()).await;
@@ -202,10 +221,10 @@ pub(crate) async fn wait_for_turn(
             }
         };
         if watching.start() > read_at {
-            kept = Some((pred, watching, asked));
+            kept = Some((pred, watching, late));
             continue;
         }
-        let may_be_late = asked.elapsed() < CATCH_UP_WINDOW;
+        let may_be_late = late.is_some_and(|asked| asked.elapsed() < CATCH_UP_WINDOW);
         let silent_for = match may_be_late {
             true => LATE_WATCH_READ,
             false => recheck_every(me.granted),
@@ -230,7 +249,7 @@ pub(crate) async fn wait_for_turn(
             // stuck on a member that went away reports nothing).
             () = tokio::time::sleep(silent_for) => {
                 if may_be_late {
-                    kept = Some((pred, watching, asked));
+                    kept = Some((pred, watching, late));
                     checking_late = true;
                 }
             }

@@ -15,10 +15,13 @@
 //! once, and its entry is gone. A caller that drops its [`Watching`] cancels the watch.
 //!
 //! A watch created without a start revision sees every event after the revision its `created`
-//! answer carries ([`Watching::start`]: etcd sets `start = header + 1`) and is served at once,
-//! while a watch from an older revision waits for etcd's catch-up loop, which runs only every
-//! 100 ms — with contenders changing the range all the time, that made one handoff in ten wait
-//! ~100 ms.
+//! answer carries ([`Watching::start`]: etcd reads its revision `header`, then registers the
+//! watch from `header + 1`) and is usually served at once, while a watch from an older revision
+//! waits for etcd's catch-up loop, which runs only every 100 ms — with contenders changing the
+//! range all the time, that made one handoff in ten wait ~100 ms. A watch without a start
+//! revision lands in that loop too when a write commits between the member reading `header`
+//! and registering the watch (a few in a thousand under contention); waiters read around it
+//! (`crate::queue`).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -100,7 +103,8 @@ struct Table {
     live: HashMap<i64, oneshot::Sender<Fired>>,
     /// The stream broke: nothing more will be answered.
     closed: bool,
-    /// Tests only ([`WatchHub::set_deaf`]): deletions are not reported.
+    /// Tests only (`WatchHub::set_deaf`, cargo feature `test-hooks`): deletions are not
+    /// reported. Never set otherwise.
     deaf: Arc<AtomicBool>,
 }
 
@@ -131,6 +135,7 @@ impl WatchHub {
     /// Tests only: while set, no watch of this hub reports a deletion — each behaves as a watch
     /// stuck in etcd's catch-up loop (`crate::queue`), so a test can show what waiters do
     /// about late watches.
+    #[cfg(feature = "test-hooks")]
     pub fn set_deaf(&self, deaf: bool) {
         self.deaf.store(deaf, Ordering::SeqCst);
     }
