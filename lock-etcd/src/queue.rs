@@ -29,7 +29,8 @@
 //! [`LATE_WATCH_READ`] (one key, not the range), keeping the watch, until a read answered at
 //! the watch's own start revision proves that no write came between the member reading that
 //! revision and registering the watch (so it was served at once), or the window ends. A
-//! semaphore's admitter (one per name, each of its looks a range read) does not.
+//! semaphore's admitter (one per name) does the same with its look, a range read of at most
+//! `max_count` keys. A silent watch's recheck (every 2 s) does not read around its new watch.
 //!
 //! A watch that ends without a deletion (a member restarted, a compaction, no leader), or
 //! stays silent for half the lease (at most 2 s: a stream stuck on a member that went away
@@ -57,6 +58,9 @@ pub(crate) fn recheck_every(granted: Duration) -> Duration {
 /// How long a new watch may sit in etcd's catch-up loop: 100 ms between passes plus the pass
 /// itself (longer only when the member has more than 512 late watches to catch up at once).
 pub(crate) const CATCH_UP_WINDOW: Duration = Duration::from_millis(150);
+
+/// The window of a deaf watch (tests only: `crate::watches::WatchHub::set_deaf`).
+const DEAF_WINDOW: Duration = Duration::from_secs(1);
 
 /// How often a waiter reads its predecessor's key itself while its watch may be late.
 pub(crate) const LATE_WATCH_READ: Duration = Duration::from_millis(10);
@@ -106,12 +110,12 @@ pub(crate) async fn wait_for_turn(
     let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(1));
     let mut last_answer = Instant::now();
     // A watch kept for the next look (see below), with the key it watches and, while it may
-    // be late, when it was asked for (see the module doc).
+    // be late, when the member confirmed it (see the module doc).
     let mut kept: Option<(Vec<u8>, Watching, Option<Instant>)> = None;
     // This look is a read made while the watch might be late.
     let mut checking_late = false;
-    // The last range read found a predecessor: its watch is the one a release reaches us by.
-    let mut new_predecessor = false;
+    // This look follows a silent watch's recheck.
+    let mut rechecking = false;
     // `Rule::After`: the newest key below ours that the last range read found, with its
     // create revision; the next look reads only that key (see the module doc).
     let mut known: Option<(Vec<u8>, i64)> = None;
@@ -154,30 +158,48 @@ pub(crate) async fn wait_for_turn(
             Rule::After(_) => false,
             Rule::Fewer(..) => true,
         };
-        let pred = match (known.take(), resp.kvs().first()) {
+        // `fresh`: the look found what to wait for anew (not a recheck's), so a release
+        // reaches us by the watch made now, which is read around while it may be late.
+        let (late_reader, rechecked) = (
+            std::mem::take(&mut checking_late),
+            std::mem::take(&mut rechecking),
+        );
+        let found_by_reading = || {
+            counts.wakeups.fetch_add(1, Ordering::SeqCst);
+            if late_reader {
+                counts.read_before_watch.fetch_add(1, Ordering::SeqCst);
+                tracing::debug!(backend = %me.label, name = %me.name, "our read found the release before its watch said so");
+            }
+        };
+        let (pred, fresh) = match (known.take(), resp.kvs().first()) {
             // The predecessor stands: still the newest key below ours.
             (Some((key, rev)), Some(kv)) if kv.create_revision() == rev => {
                 known = Some((key.clone(), rev));
-                key
+                (key, false)
             }
             // It is gone (or its name was taken again, later than ours): a deletion we waited
             // for, found by reading; read the range.
             (Some(_), _) => {
-                counts.wakeups.fetch_add(1, Ordering::SeqCst);
-                if std::mem::take(&mut checking_late) {
-                    counts.read_before_watch.fetch_add(1, Ordering::SeqCst);
-                    tracing::debug!(backend = %me.label, name = %me.name, "our read found the predecessor gone before its watch said so");
-                }
+                found_by_reading();
                 continue;
             }
-            (None, Some(_)) if watch_prefix && resp.kvs().len() < limit => return Ok(Waited::Ours),
-            (None, Some(_)) if watch_prefix => range.clone().into_bytes(),
+            (None, Some(_)) if watch_prefix && resp.kvs().len() < limit => {
+                if late_reader {
+                    found_by_reading();
+                }
+                return Ok(Waited::Ours);
+            }
+            (None, Some(_)) if watch_prefix => (range.clone().into_bytes(), !rechecked),
             (None, Some(pred)) => {
                 known = Some((pred.key().to_vec(), pred.create_revision()));
-                new_predecessor = true;
-                pred.key().to_vec()
+                (pred.key().to_vec(), true)
             }
-            (None, None) => return Ok(Waited::Ours),
+            (None, None) => {
+                if late_reader {
+                    found_by_reading();
+                }
+                return Ok(Waited::Ours);
+            }
         };
         if deadline.expired() {
             return Ok(Waited::TimedOut);
@@ -188,7 +210,6 @@ pub(crate) async fn wait_for_turn(
         // later than the read that saw the key; a watch that started later is kept while a
         // new read confirms the same key after its start.
         let read_at = resp.header().map_or(0, |h| h.revision());
-        checking_late = false;
         let reuse = match kept.take() {
             Some((key, mut w, late)) if key == pred => (!w.ended()).then_some((w, late)),
             _ => None,
@@ -196,13 +217,11 @@ pub(crate) async fn wait_for_turn(
         let (mut watching, late) = match reuse {
             // A read at the watch's own start revision proves no write came between the
             // member reading that revision and registering the watch: it is served at once.
-            Some((w, _)) if read_at == w.start() => (w, None),
+            Some((w, _)) if w.proven_prompt_by(read_at) => (w, None),
             Some(w) => w,
             None => {
-                // Only the watch on a predecessor a range read just found is read around while
-                // it may be late: a recheck's watch is on a key we have waited for a while, and
-                // a semaphore's admitter (one per name, each look a range read) never is.
-                let asked = std::mem::take(&mut new_predecessor).then(Instant::now);
+                // A recheck's watch is not read around: it is on what we have waited for a
+                // while already.
                 let mut opts = WatchOptions::new();
                 if watch_prefix {
                     opts = opts.with_prefix();
@@ -210,7 +229,9 @@ pub(crate) async fn wait_for_turn(
                 match me.members.watch(pred.clone(), opts).await {
                     Ok(w) => {
                         counts.watches.fetch_add(1, Ordering::SeqCst);
-                        (w, asked)
+                        // The window counts from the confirmation: the member registered the
+                        // watch before it answered (opening a stream can take a while).
+                        (w, fresh.then(Instant::now))
                     }
                     Err(e) => {
                         tracing::debug!(backend = %me.label, name = %me.name, error = %e, "watching our predecessor failed; looking again");
@@ -224,7 +245,13 @@ pub(crate) async fn wait_for_turn(
             kept = Some((pred, watching, late));
             continue;
         }
-        let may_be_late = late.is_some_and(|asked| asked.elapsed() < CATCH_UP_WINDOW);
+        // A deaf watch (tests only) gets a longer window: a loaded test machine can stall a
+        // release past 150 ms.
+        let window = match watching.deaf() {
+            true => DEAF_WINDOW,
+            false => CATCH_UP_WINDOW,
+        };
+        let may_be_late = late.is_some_and(|confirmed| confirmed.elapsed() < window);
         let silent_for = match may_be_late {
             true => LATE_WATCH_READ,
             false => recheck_every(me.granted),
@@ -251,6 +278,8 @@ pub(crate) async fn wait_for_turn(
                 if may_be_late {
                     kept = Some((pred, watching, late));
                     checking_late = true;
+                } else {
+                    rechecking = true;
                 }
             }
             () = deadline.sleep(Duration::MAX) => return Ok(Waited::TimedOut),

@@ -50,9 +50,24 @@ pub(crate) struct Watching {
     start: i64,
     fired: oneshot::Receiver<Fired>,
     stream: Shared,
+    /// Made while the hub was deaf (tests only: [`WatchHub::set_deaf`]).
+    deaf: bool,
 }
 
 impl Watching {
+    /// Whether a read answered at revision `read_at` proves this watch prompt: the member
+    /// read `start`, then registered the watch; a read still at `start` means no write came in
+    /// between, so the watch was not filed for the catch-up loop. A deaf watch (tests) stands
+    /// for a late one, which no read can prove prompt.
+    pub fn proven_prompt_by(&self, read_at: i64) -> bool {
+        !self.deaf && read_at == self.start
+    }
+
+    /// Made while the hub was deaf (tests only).
+    pub fn deaf(&self) -> bool {
+        self.deaf
+    }
+
     /// The revision the watch started after: it sees every event of a later revision.
     pub fn start(&self) -> i64 {
         self.start
@@ -133,8 +148,8 @@ pub(crate) struct WatchHub {
 
 impl WatchHub {
     /// Tests only: while set, no watch of this hub reports a deletion — each behaves as a watch
-    /// stuck in etcd's catch-up loop (`crate::queue`), so a test can show what waiters do
-    /// about late watches.
+    /// stuck in etcd's catch-up loop (`crate::queue`), which no read proves prompt, so a test
+    /// can show what waiters do about late watches.
     #[cfg(feature = "test-hooks")]
     pub fn set_deaf(&self, deaf: bool) {
         self.deaf.store(deaf, Ordering::SeqCst);
@@ -206,6 +221,7 @@ impl WatchHub {
                 start,
                 fired: fired_rx,
                 stream,
+                deaf: self.deaf.load(Ordering::SeqCst),
             }),
             Ok(Ok(Err(reason))) => Err(Error::WatchError(format!(
                 "the member refused the watch: {reason}"
