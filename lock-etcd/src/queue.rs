@@ -12,11 +12,12 @@
 //! are served in the order their keys were created (FIFO), and a waiter that gives up (its key
 //! deleted) only makes its successor look again.
 //!
-//! Only the first look and a look after a deletion read the range (etcd sorts the whole range
-//! for it: a read costs as much as the queue is long). Any other look — after a watch that
-//! started past the read, ended without a deletion or stayed silent — reads the predecessor's
-//! key alone: keys created later have greater revisions, so while that key stands with the
-//! create revision the range read found, it is still the newest below ours.
+//! A mutex's (or read-write lock's) waiter reads the range only to start and after a deletion
+//! (etcd sorts the whole range for it: a read costs as much as the queue is long; a semaphore's
+//! admitter reads its range, at most `max_count` keys, on every look). Any other look — after
+//! a watch that started past the read, ended without a deletion or stayed silent — reads the
+//! predecessor's key alone: keys created later have greater revisions, so while that key
+//! stands with the create revision the range read found, it is still the newest below ours.
 //!
 //! A watch may be late: etcd (3.4) serves a watch whose start revision has already passed
 //! from a catch-up loop that runs every 100 ms, and a watch created without a start revision
@@ -34,8 +35,9 @@
 //!
 //! A watch that ends without a deletion (a member restarted, a compaction, no leader), or
 //! stays silent for half the lease (at most 2 s: a stream stuck on a member that went away
-//! reports nothing), is just another reason to look again. Store errors are retried with backoff for as long as our own
-//! lease can still be alive (its TTL since the last answer), then returned.
+//! reports nothing), is just another reason to look again. Store errors are retried with
+//! backoff for as long as our own lease can still be alive (its TTL since the last answer),
+//! then returned.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -55,14 +57,16 @@ pub(crate) fn recheck_every(granted: Duration) -> Duration {
     (granted / 2).min(Duration::from_secs(2))
 }
 
-/// How long a new watch may sit in etcd's catch-up loop: 100 ms between passes plus the pass
-/// itself (longer only when the member has more than 512 late watches to catch up at once).
+/// How long a new watch may sit in etcd's catch-up loop, counted from the member's
+/// confirmation (it registered the watch before answering): 100 ms between passes plus the
+/// pass itself (longer only when the member has more than 512 late watches to catch up at once).
 pub(crate) const CATCH_UP_WINDOW: Duration = Duration::from_millis(150);
 
 /// The window of a deaf watch (tests only: `crate::watches::WatchHub::set_deaf`).
 const DEAF_WINDOW: Duration = Duration::from_secs(1);
 
-/// How often a waiter reads its predecessor's key itself while its watch may be late.
+/// How often a waiter looks again itself while its watch may be late (a mutex's waiter reads
+/// its predecessor's key; a semaphore's admitter its range).
 pub(crate) const LATE_WATCH_READ: Duration = Duration::from_millis(10);
 
 /// What a contender waits for, over the keys created before its own.
@@ -78,7 +82,8 @@ pub(crate) enum Rule {
 /// What a client's waiters did, for tests (`EtcdLock::wakeups`, `EtcdLock::range_reads`).
 #[derive(Debug, Default)]
 pub(crate) struct WaitCounts {
-    /// Deletions seen that a waiter waited for.
+    /// Deletions seen that a waiter waited on a watch for (reported by the watch, or found by
+    /// the waiter's next look).
     pub wakeups: AtomicU64,
     /// Reads of a whole range (not of one key).
     pub range_reads: AtomicU64,
@@ -116,6 +121,9 @@ pub(crate) async fn wait_for_turn(
     let mut checking_late = false;
     // This look follows a silent watch's recheck.
     let mut rechecking = false;
+    // We waited on a watch that reported no deletion since (the next look finds what it may
+    // have missed).
+    let mut waited_unreported = false;
     // `Rule::After`: the newest key below ours that the last range read found, with its
     // create revision; the next look reads only that key (see the module doc).
     let mut known: Option<(Vec<u8>, i64)> = None;
@@ -158,12 +166,12 @@ pub(crate) async fn wait_for_turn(
             Rule::After(_) => false,
             Rule::Fewer(..) => true,
         };
-        // `fresh`: the look found what to wait for anew (not a recheck's), so a release
-        // reaches us by the watch made now, which is read around while it may be late.
         let (late_reader, rechecked) = (
             std::mem::take(&mut checking_late),
             std::mem::take(&mut rechecking),
         );
+        // A look after a wait whose watch reported nothing: what it finds gone was waited for.
+        let waited = std::mem::take(&mut waited_unreported);
         let found_by_reading = || {
             counts.wakeups.fetch_add(1, Ordering::SeqCst);
             if late_reader {
@@ -171,6 +179,9 @@ pub(crate) async fn wait_for_turn(
                 tracing::debug!(backend = %me.label, name = %me.name, "our read found the release before its watch said so");
             }
         };
+        // `fresh`: the look found what to wait for anew (Rule::After: a range read found the
+        // predecessor; Rule::Fewer: any look but a recheck's), so a release reaches us by the
+        // watch made now, which is read around while it may be late.
         let (pred, fresh) = match (known.take(), resp.kvs().first()) {
             // The predecessor stands: still the newest key below ours.
             (Some((key, rev)), Some(kv)) if kv.create_revision() == rev => {
@@ -184,7 +195,7 @@ pub(crate) async fn wait_for_turn(
                 continue;
             }
             (None, Some(_)) if watch_prefix && resp.kvs().len() < limit => {
-                if late_reader {
+                if waited {
                     found_by_reading();
                 }
                 return Ok(Waited::Ours);
@@ -195,7 +206,7 @@ pub(crate) async fn wait_for_turn(
                 (pred.key().to_vec(), true)
             }
             (None, None) => {
-                if late_reader {
+                if waited {
                     found_by_reading();
                 }
                 return Ok(Waited::Ours);
@@ -270,11 +281,13 @@ pub(crate) async fn wait_for_turn(
                 if deleted {
                     known = None;
                 }
+                waited_unreported = !deleted;
             }
             // While the watch may be late, read the key ourselves and keep the watch. After
             // that, a watch that stays silent this long is not trusted: look again (a stream
             // stuck on a member that went away reports nothing).
             () = tokio::time::sleep(silent_for) => {
+                waited_unreported = true;
                 if may_be_late {
                     kept = Some((pred, watching, late));
                     checking_late = true;

@@ -55,10 +55,11 @@ pub(crate) struct Watching {
 }
 
 impl Watching {
-    /// Whether a read answered at revision `read_at` proves this watch prompt: the member
-    /// read `start`, then registered the watch; a read still at `start` means no write came in
-    /// between, so the watch was not filed for the catch-up loop. A deaf watch (tests) stands
-    /// for a late one, which no read can prove prompt.
+    /// Whether a linearizable read sent after the watch was confirmed, answered at revision
+    /// `read_at`, proves this watch prompt: the member read `start`, then registered the watch;
+    /// a later read still at `start` means no write came in between, so the watch was not
+    /// filed for the catch-up loop. A deaf watch (tests) stands for a late one, which no read
+    /// can prove prompt.
     pub fn proven_prompt_by(&self, read_at: i64) -> bool {
         !self.deaf && read_at == self.start
     }
