@@ -36,8 +36,8 @@
 //! A watch that ends without a deletion (a member restarted, a compaction, no leader), or
 //! stays silent for half the lease (at most 2 s: a stream stuck on a member that went away
 //! reports nothing), is just another reason to look again. Store errors are retried with
-//! backoff for as long as our own lease can still be alive (its TTL since the last answer),
-//! then returned.
+//! backoff for as long as the wait lasts and our own lease can still be alive (its TTL since
+//! the last answer), then returned.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -153,7 +153,14 @@ pub(crate) async fn wait_for_turn(
             .await;
         let resp = match got {
             Ok(r) => r,
-            Err(e) if is_unreachable(&e) && last_answer.elapsed() < me.granted => {
+            // Retried while the wait lasts and our lease may still be alive; once the wait is
+            // over the store's error is the answer (the backoff sleeps only until the
+            // deadline, so retrying past it would not sleep at all).
+            Err(e)
+                if is_unreachable(&e)
+                    && last_answer.elapsed() < me.granted
+                    && !deadline.expired() =>
+            {
                 tracing::debug!(backend = %me.label, name = %me.name, error = %e, "looking up our predecessor failed; retrying");
                 deadline.sleep(backoff.next_delay()).await;
                 continue;

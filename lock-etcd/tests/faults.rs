@@ -255,3 +255,45 @@ async fn a_release_during_a_quorum_loss_frees_the_lock_once_a_leader_is_back() {
     );
     g2.release().await.unwrap();
 }
+
+/// A waiter whose wait ends while the member does not answer returns at its deadline with the
+/// store's error. Before, once the deadline had passed, its retries stopped sleeping (the
+/// backoff slept until a deadline already gone) and it retried in a tight loop for as long as
+/// its lease could still be alive — returning only after its 10 s lease, not its 800 ms wait.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_whose_wait_ends_while_the_member_is_down_returns_at_its_deadline() {
+    let url = support::single_url();
+    let port = support::ports(&url)[0];
+    let proxy = lock_core::fault::FaultProxy::start(([127, 0, 0, 1], port).into())
+        .await
+        .unwrap();
+    let cut = connect_or_explain(&format!("etcd://{}?timeout=1s", proxy.addr())).await;
+    let other = connect_or_explain(&url).await;
+    let name = unique("deadline-down");
+    let ttl = AcquireOptions::new().ttl(Duration::from_secs(10));
+    let held = other.acquire(&name, &ttl).await.unwrap();
+    let waiter = {
+        let (name, opts) = (name.clone(), ttl.clone().wait(Duration::from_millis(800)));
+        tokio::spawn(async move {
+            let t = tokio::time::Instant::now();
+            let got = cut.acquire(&name, &opts).await;
+            (got.map(|g| g.fencing_token()), t.elapsed())
+        })
+    };
+    // The waiter is queued and watching; then its member stops answering.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    proxy.kill();
+    let (got, took) = tokio::time::timeout(Duration::from_secs(30), waiter)
+        .await
+        .expect("the waiter never returned")
+        .unwrap();
+    assert!(
+        got.is_err(),
+        "the waiter got the lock {got:?} while it was held"
+    );
+    assert!(
+        took < Duration::from_secs(3),
+        "the waiter returned {took:?} after it started (its wait was 800 ms; its lease 10 s)"
+    );
+    held.release().await.unwrap();
+}
