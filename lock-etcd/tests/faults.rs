@@ -176,13 +176,7 @@ async fn follower_and_leader_killed_during_holds() {
 /// greater.
 #[tokio::test]
 async fn partitioned_holder_is_lost_before_anyone_else_holds() {
-    let url = support::single_url();
-    let port = support::ports(&url)[0];
-    let proxy = lock_core::fault::FaultProxy::start(([127, 0, 0, 1], port).into())
-        .await
-        .unwrap();
-    let cut = connect_or_explain(&format!("etcd://{}?timeout=1s", proxy.addr())).await;
-    let other = connect_or_explain(&url).await;
+    let (proxy, cut, other) = proxied_and_direct().await;
     let name = unique("partition");
     let opts = AcquireOptions::new().ttl(Duration::from_secs(2));
     let g = cut.acquire(&name, &opts).await.unwrap();
@@ -262,13 +256,7 @@ async fn a_release_during_a_quorum_loss_frees_the_lock_once_a_leader_is_back() {
 /// its lease could still be alive — returning only after its 10 s lease, not its 800 ms wait.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_whose_wait_ends_while_the_member_is_down_returns_at_its_deadline() {
-    let url = support::single_url();
-    let port = support::ports(&url)[0];
-    let proxy = lock_core::fault::FaultProxy::start(([127, 0, 0, 1], port).into())
-        .await
-        .unwrap();
-    let cut = connect_or_explain(&format!("etcd://{}?timeout=1s", proxy.addr())).await;
-    let other = connect_or_explain(&url).await;
+    let (proxy, cut, other) = proxied_and_direct().await;
     let name = unique("deadline-down");
     let ttl = AcquireOptions::new().ttl(Duration::from_secs(10));
     let held = other.acquire(&name, &ttl).await.unwrap();
@@ -296,4 +284,21 @@ async fn a_waiter_whose_wait_ends_while_the_member_is_down_returns_at_its_deadli
         "the waiter returned {took:?} after it started (its wait was 800 ms; its lease 10 s)"
     );
     held.release().await.unwrap();
+}
+
+/// A proxy to the single member, a client through it (1 s request timeout) and one straight
+/// to the member.
+async fn proxied_and_direct() -> (
+    lock_core::fault::FaultProxy,
+    Arc<dyn lock_core::DistributedLock>,
+    Arc<dyn lock_core::DistributedLock>,
+) {
+    let url = support::single_url();
+    let port = support::ports(&url)[0];
+    let proxy = lock_core::fault::FaultProxy::start(([127, 0, 0, 1], port).into())
+        .await
+        .unwrap();
+    let cut = connect_or_explain(&format!("etcd://{}?timeout=1s", proxy.addr())).await;
+    let other = connect_or_explain(&url).await;
+    (proxy, cut, other)
 }
