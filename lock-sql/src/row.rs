@@ -7,7 +7,7 @@
 //! talks to the database, and a release by this process wakes it at once. Across processes the
 //! heads queue in the database (`<t>_waitq`, `statements/queue.rs`): a head whose first try
 //! fails takes a place, refreshes it every second (a place lapses 3 s after its last refresh)
-//! and leaves it once it wins, gives up or is dropped; the acquire statement takes the lock
+//! and leaves it once it wins (PostgreSQL: in the winning statement), gives up or is dropped; the acquire statement takes the lock
 //! only when no live place is ahead of the caller's, so a client that releases while another
 //! process waits goes to the back of the line. FIFO within a process and across processes.
 //! The lock row alone decides who holds the lock; the queue only decides who may try.
@@ -319,9 +319,10 @@ impl LockBackend for RowLock {
                 match self.take(name, (&owner, queued_as), opts.ttl).await {
                     Ok(Some(token)) => {
                         if let Some((queued, _)) = place.take() {
-                            // Our place goes before the guard is handed out: a release must
-                            // never find it still ahead of the next waiter.
-                            self.leave_now(queued, name, &member).await;
+                            // The attempt left our place before answering (the acquiring
+                            // statement or one beside it): a release must never find it still
+                            // ahead of the next waiter.
+                            queued.disarm();
                         }
                         // The cleanup stays armed until the guard owns the row:
                         // `GuardParts::start` may still renew a late reply, and a cancel there
@@ -344,6 +345,11 @@ impl LockBackend for RowLock {
                     Ok(None) | Err(Failure::Busy) => armed.disarm(),
                     Err(Failure::Retry) => {
                         armed.disarm();
+                        // A win whose token draw deadlocked was given back after its place was
+                        // left: join again at the next look (a refresh if the place is there).
+                        if let Some((_, refreshed)) = &mut place {
+                            *refreshed = Instant::now().checked_sub(REFRESH).unwrap_or(*refreshed);
+                        }
                         retries += 1;
                         if retries > MAX_RETRIES {
                             return Err(LockError::backend(
@@ -571,21 +577,26 @@ impl RowLease {
         let Some(bump) = &self.sql.bump else {
             // The acquiring statement returns the token of a won row.
             let row = q.fetch_optional(&self.pool).await.map_err(c)?;
-            return row
+            let won = row
                 .map(|r| r.try_get::<i64, _>(0).map(|v| v as u64))
                 .transpose()
-                .map_err(|e| Failure::Error(map(e, &self.label, Some(name))));
+                .map_err(|e| Failure::Error(map(e, &self.label, Some(name))))?;
+            if won.is_some() {
+                self.leave_after_win(member).await;
+            }
+            return Ok(won);
         };
         let done = q.execute(&self.pool).await.map_err(c)?;
         if done.last_insert_id() != Some(1) || done.rows_affected() == 0 {
             return Ok(None);
         }
-        // We hold the row: draw the token now (the next holder can only draw after we release).
-        let bumped = sqlx::query(AssertSqlSafe(bump.as_str()))
+        // We hold the row: draw the token now (the next holder can only draw after we release),
+        // and leave the queue meanwhile on another connection (one round trip for both).
+        let bumping = sqlx::query(AssertSqlSafe(bump.as_str()))
             .bind(name)
-            .execute(&self.pool)
-            .await
-            .map_err(c);
+            .execute(&self.pool);
+        let (bumped, ()) = tokio::join!(bumping, self.leave_after_win(member));
+        let bumped = bumped.map_err(c);
         match bumped.map(|r| r.last_insert_id().unwrap_or(0)) {
             Ok(token) if token > 0 => Ok(Some(token as u64)),
             other => {
@@ -599,6 +610,15 @@ impl RowLease {
                     ))
                 }))
             }
+        }
+    }
+
+    /// Leaves the queue as `member` (if it had a place) after a win, unless the acquiring
+    /// statement did (see [`RowStatements::acquire_leaves`]). A failure is only logged by
+    /// [`leave`]'s retries: the place lapses by itself.
+    async fn leave_after_win(&self, member: Option<&str>) {
+        if let (Some(m), false) = (member, self.sql.acquire_leaves) {
+            let _ = leave((&self.pool, &self.sql, &self.label), &self.name, m).await;
         }
     }
 

@@ -211,3 +211,43 @@ async fn postgres_release_wakes_only_the_head_of_the_queue() {
         task.await.unwrap();
     }
 }
+
+/// PostgreSQL: a head woken by a release is granted by one request — the statement that wins
+/// the row also leaves the queue (before, a second statement left it on the way from the
+/// release to the guard: two round trips per handoff). Counted by the proxy in front of the
+/// waiter's client, the fewest over a few handoffs (a statement's first use on a pooled
+/// connection prepares it, and a safety look may fall in between).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_woken_head_is_granted_by_one_request() {
+    let url = postgres_url();
+    let name = format!("one-trip-{}", &lock_core::backend::owner_token()[..8]);
+    let wait = AcquireOptions::new()
+        .wait(Duration::from_secs(10))
+        .ttl(Duration::from_secs(30));
+    let holder = support::connect_or_explain(&url).await;
+    let (waiter, proxy) = support::through_proxy(&url).await;
+    let waiter = Arc::new(waiter);
+    let mut fewest = u64::MAX;
+    for round in 0..5 {
+        let held = holder.acquire(&name, &wait).await.unwrap();
+        let task = tokio::spawn({
+            let (waiter, name, wait) = (Arc::clone(&waiter), name.clone(), wait.clone());
+            async move { waiter.acquire(&name, &wait).await }
+        });
+        // The waiter has tried, queued and looked: it waits for the release.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let before = proxy.chunks_sent();
+        held.release().await.unwrap();
+        let g = tokio::time::timeout(Duration::from_secs(5), task)
+            .await
+            .unwrap_or_else(|_| panic!("round {round}: the waiter was not granted"))
+            .unwrap()
+            .unwrap();
+        fewest = fewest.min(proxy.chunks_sent() - before);
+        g.release().await.unwrap();
+    }
+    assert_eq!(
+        fewest, 1,
+        "requests the woken waiter sent from the release to its grant (fewest of 5 handoffs)"
+    );
+}

@@ -93,6 +93,7 @@ pub(crate) fn row(t: &str) -> RowStatements {
         acquire_first: acquire(super::queue::anyone(t, now, "?")),
         enqueue: super::queue::enqueue_upsert(t, now, ["?", "?", "?"], "ON DUPLICATE KEY UPDATE expires_at = VALUES(expires_at)"),
         leave: super::queue::leave(t, now, "?", "?"),
+        acquire_leaves: false,
         state: super::queue::state(t, now, "?", "?"),
         positional: true,
         bump: Some(format!(

@@ -84,23 +84,33 @@ fn token_sequence(t: &str) -> Ddl {
 
 pub(crate) fn row(t: &str) -> RowStatements {
     let now = NOW_MS;
-    let acquire = |ahead: String| {
+    // `leave`: a data-modifying CTE run with the win (or "" for a caller without a place).
+    let acquire = |ahead: String, leave: &str| {
         format!(
             "WITH won AS (INSERT INTO {t} (name, owner, fence, expires_at) SELECT $1, $2, 0, {now} + $3 \
              WHERE NOT EXISTS ({ahead}) \
              ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at \
              WHERE {t}.expires_at <= {now} RETURNING name), \
              bump AS (INSERT INTO {t}_fences (name, fence) SELECT name, 1 FROM won \
-             ON CONFLICT (name) DO UPDATE SET fence = {t}_fences.fence + 1 RETURNING fence) \
+             ON CONFLICT (name) DO UPDATE SET fence = {t}_fences.fence + 1 RETURNING fence){leave} \
              SELECT fence FROM bump",
         )
     };
+    // The winner's place goes in the statement that wins (PostgreSQL runs every
+    // data-modifying CTE to completion, read or not), so the handoff needs no second round
+    // trip; a place is deleted only when `won` has a row, and lapsed places are swept as a
+    // `leave` would.
+    let leave_on_win = format!(
+        ", gone AS ({leave} AND EXISTS (SELECT 1 FROM won))",
+        leave = super::queue::leave(t, now, "$1", "$4")
+    );
     RowStatements {
         // The row upsert and the per-name counter bump are one statement (data-modifying
         // CTEs), and the counter is bumped only for a row won; the counter row stays locked
         // until commit.
-        acquire: acquire(super::queue::ahead(t, now, "$1", "$4")),
-        acquire_first: acquire(super::queue::anyone(t, now, "$1")),
+        acquire: acquire(super::queue::ahead(t, now, "$1", "$4"), &leave_on_win),
+        acquire_first: acquire(super::queue::anyone(t, now, "$1"), ""),
+        acquire_leaves: true,
         enqueue: super::queue::enqueue_upsert(t, now, ["$1", "$2", "$3"], "ON CONFLICT (name, member) DO UPDATE SET expires_at = EXCLUDED.expires_at"),
         // Leaving also tells the next head when the lock is free (a head that was told of a
         // release and then cancelled would otherwise leave the lock idle until the next

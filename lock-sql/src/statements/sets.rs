@@ -77,6 +77,12 @@ pub(crate) struct RowStatements {
     pub enqueue: String,
     /// Leave the name's queue, sweeping its lapsed places too (binds: name, member).
     pub leave: String,
+    /// Whether `acquire` itself leaves the queue when it wins (PostgreSQL: the same statement
+    /// deletes the winner's place and sweeps the name's lapsed ones). Elsewhere the winner
+    /// sends `leave` before its guard is handed out (MySQL: beside `bump`, on another
+    /// connection). Either way no release can find the winner's place still ahead of the next
+    /// waiter.
+    pub acquire_leaves: bool,
     /// The holder's milliseconds left (NULL: no row) and how many live places are ahead of
     /// the member's (all live places when it has none) (binds: name, member — see
     /// [`RowStatements::positional`]).

@@ -56,6 +56,7 @@ pub(crate) fn row(t: &str) -> RowStatements {
         acquire_first: acquire(super::queue::anyone(t, now, "?1")),
         enqueue: super::queue::enqueue_upsert(t, now, ["?1", "?2", "?3"], "ON CONFLICT (name, member) DO UPDATE SET expires_at = excluded.expires_at"),
         leave: super::queue::leave(t, now, "?1", "?2"),
+        acquire_leaves: false,
         state: super::queue::state(t, now, "?1", "?2"),
         positional: false,
         bump: None,
