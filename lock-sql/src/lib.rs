@@ -126,6 +126,7 @@
 
 mod advisory;
 mod begin;
+mod bells;
 mod client;
 pub mod config;
 mod error;

@@ -13,10 +13,12 @@
 //! The lock row alone decides who holds the lock; the queue only decides who may try.
 //!
 //! How heads learn of a release: PostgreSQL's release statement `NOTIFY`s (one shared listener
-//! per client; a woken head tries at once, with a 1 s safety re-check); on MySQL/MariaDB and
-//! SQLite the head of the queue looks about every millisecond (MySQL: by trying; SQLite: by a read, as
-//! a write would wait for the file) and a head with k places ahead k times less often, up to
-//! 100 ms. Every head also wakes when the holder's lease runs out.
+//! per client; a woken head tries at once, with a 1 s safety re-check); on MySQL/MariaDB a
+//! head waits on the bell of the place ahead of it, or of the holder (`crate::bells`), and
+//! tries when it rings; without a bell to wait on, and on SQLite, the head of the queue looks
+//! about every millisecond (MySQL: by trying; SQLite: by a read, as a write would wait for the
+//! file) and a head with k places ahead k times less often, up to 100 ms. Every head also
+//! wakes when the holder's lease runs out.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,6 +36,7 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tracing::Instrument;
 
+use crate::bells::{self, Bell, Bells};
 use crate::client::SqlClient;
 use crate::config::Dialect;
 use crate::error::{classify, map, Failure};
@@ -71,6 +74,35 @@ fn ms(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
+/// What a waiter sees at a look ([`RowLock::state`]).
+struct Look {
+    /// The holder's milliseconds left (`None`: no row).
+    left: Option<i64>,
+    /// The live places ahead of ours.
+    ahead: i64,
+    /// The holder's row owner (`None`: no row).
+    holder: Option<String>,
+    /// The member of the live place just ahead of ours (`None`: none).
+    before: Option<String>,
+}
+
+impl Look {
+    /// The member whose bell to wait on (`crate::bells`): the place just ahead, or, at the
+    /// head of the queue, the holder's (if it queued); `None` when there is nothing to wait
+    /// for or no bell to wait on.
+    fn bell(&self, free: bool) -> Option<String> {
+        match (self.ahead, free) {
+            (0, true) => None,
+            (0, false) => self
+                .holder
+                .as_deref()
+                .and_then(bells::member_of)
+                .map(str::to_owned),
+            _ => self.before.clone(),
+        }
+    }
+}
+
 /// Row mode over one client: the row statements of its dialect and (PostgreSQL) the shared
 /// release listener, stopped when this is dropped.
 #[derive(Debug)]
@@ -78,15 +110,21 @@ pub(crate) struct RowLock {
     client: Arc<SqlClient>,
     sql: Arc<RowStatements>,
     wakeups: Wakeups,
+    /// MySQL/MariaDB: the bells waiters wait on across processes (`crate::bells`).
+    bells: Option<Bells>,
 }
 
 impl RowLock {
     pub(crate) fn new(client: Arc<SqlClient>) -> Self {
         let sql = Arc::new(statements::row(client.cfg.dialect, &client.cfg.table));
+        let bells = (client.cfg.dialect == Dialect::MySql)
+            .then(|| Bells::new(client.cfg.driver_url()))
+            .flatten();
         RowLock {
             client,
             sql,
             wakeups: Wakeups::default(),
+            bells,
         }
     }
 
@@ -211,22 +249,41 @@ impl RowLock {
         let _ = tokio::spawn(async move { leave((&pool, &sql, &label), &n, &m).await }).await;
     }
 
-    /// The holder's milliseconds left (`None`: no row) and the live places ahead of
-    /// `member`'s in the queue of `name`.
-    async fn state(&self, name: &str, member: &str) -> Result<(Option<i64>, i64), LockError> {
+    /// What a waiter as `member` sees of `name` (see [`Look`]).
+    async fn state(&self, name: &str, member: &str) -> Result<Look, LockError> {
         let label = &self.client.label;
         let q = sqlx::query(AssertSqlSafe(self.sql.state.as_str())).bind(name);
         let q = match self.sql.positional {
-            true => q.bind(name).bind(member).bind(name).bind(member),
+            true => q
+                .bind(name)
+                .bind(member)
+                .bind(name)
+                .bind(member)
+                .bind(name)
+                .bind(name)
+                .bind(member)
+                .bind(name)
+                .bind(member),
             false => q.bind(member),
         };
         let row = q
             .fetch_one(&self.client.pool)
             .await
             .map_err(|e| map(e, label, Some(name)))?;
-        let left: Option<i64> = row.try_get(0).map_err(|e| map(e, label, Some(name)))?;
-        let ahead: i64 = row.try_get(1).map_err(|e| map(e, label, Some(name)))?;
-        Ok((left, ahead))
+        let get = |e| map(e, label, Some(name));
+        Ok(Look {
+            left: row.try_get(0).map_err(get)?,
+            ahead: row.try_get(1).map_err(get)?,
+            holder: row.try_get(2).map_err(get)?,
+            // MySQL's member column is VARBINARY: bytes there, text elsewhere.
+            before: match row.try_get::<Option<String>, _>(3) {
+                Ok(m) => m,
+                Err(_) => row
+                    .try_get::<Option<Vec<u8>>, _>(3)
+                    .map_err(get)?
+                    .map(|b| String::from_utf8_lossy(&b).into_owned()),
+            },
+        })
     }
 
     /// Deletes our row if the acquire is cancelled after the attempt won it and before the
@@ -250,6 +307,7 @@ impl RowLock {
         token: u64,
         opts: &AcquireOptions,
         started: Instant,
+        bell: Option<Bell>,
     ) -> Result<LockGuard, LockError> {
         GuardParts {
             name: name.to_owned(),
@@ -259,7 +317,7 @@ impl RowLock {
             renew: opts.renew,
             acquired_at: started,
             validity: Some(lease_validity(opts.ttl)),
-            lease: Arc::new(RowLease::new(self, name, owner)),
+            lease: Arc::new(RowLease::new(self, name, owner).ringing(bell)),
             lost: LostSignal::new(),
         }
         .start()
@@ -298,6 +356,10 @@ impl LockBackend for RowLock {
         let mut retries = 0u32;
         let mut misses = 0u32;
         let mut try_now = true;
+        // MySQL: our own bell, held from before we join until the acquisition ends (or, won,
+        // until the guard releases); and the member whose bell last rang for us.
+        let mut bell: Option<Bell> = None;
+        let mut rung = String::new();
         loop {
             // Armed before the attempt so a release between the attempt and the wait still
             // wakes us.
@@ -311,7 +373,11 @@ impl LockBackend for RowLock {
                 n.enable();
             }
             if try_now {
-                let owner = owner_token();
+                // A try with a bell names it to whoever waits behind us (`crate::bells`).
+                let owner = match &bell {
+                    Some(_) => bells::owner_for(&member),
+                    None => owner_token(),
+                };
                 let started = Instant::now();
                 let armed = self.cleanup(name, &owner);
                 // Without a place, every live place is ahead of us (the cheaper statement).
@@ -327,7 +393,10 @@ impl LockBackend for RowLock {
                         // The cleanup stays armed until the guard owns the row:
                         // `GuardParts::start` may still renew a late reply, and a cancel there
                         // would leave the row held for a lease.
-                        match self.guard(name, &owner, token, opts, started).await {
+                        match self
+                            .guard(name, &owner, token, opts, started, bell.take())
+                            .await
+                        {
                             Ok(g) => {
                                 armed.disarm();
                                 return Ok(Some(g));
@@ -377,6 +446,10 @@ impl LockBackend for RowLock {
             }
             match &mut place {
                 None => {
+                    // Our bell first, so whoever finds our place finds it held.
+                    if let (Some(bells), None) = (&self.bells, &bell) {
+                        bell = bells.take(&member).await;
+                    }
                     // Armed first: a cancel after the join answered but before this future
                     // ran again would otherwise leave the place behind.
                     let cleanup = self.leave_on_drop(name, &member);
@@ -391,7 +464,8 @@ impl LockBackend for RowLock {
                 }
                 Some(_) => {}
             }
-            let (left, ahead) = self.state(name, &member).await?;
+            let look = self.state(name, &member).await?;
+            let (left, ahead) = (look.left, look.ahead);
             let free = left.is_none_or(|l| l <= 0);
             if ahead == 0 && free {
                 // Our turn by the queue; a take that still fails (a row just taken by a
@@ -417,13 +491,39 @@ impl LockBackend for RowLock {
                 let base = until_expiry.min(HEAD_POLL.saturating_mul(places).min(MAX_POLL));
                 base / 2 + random_up_to(base / 2)
             };
-            let sleep = deadline.sleep(nap);
+            // MySQL: wait on the bell of the place ahead (the holder's, for the head) instead,
+            // unless that bell answered without news last time (it has none: poll it).
+            let ring = self
+                .bells
+                .as_ref()
+                .zip(look.bell(free).filter(|m| *m != rung));
+            let within = deadline.clamp(until_expiry.min(NOTIFY_SAFETY_POLL));
+            // `Some(rang)` after a bell wait, `None` after a nap.
+            let sleep = async {
+                match &ring {
+                    Some((bells, m)) => Some(bells.wait(m, within, deadline.clamp(nap)).await),
+                    None => {
+                        deadline.sleep(nap).await;
+                        None
+                    }
+                }
+            };
             tokio::pin!(sleep);
             let woken = loop {
                 tokio::select! {
                     _ = either(notified.as_mut().as_pin_mut()) => {}
                     _ = either(released.as_mut().as_pin_mut()) => break true,
-                    _ = &mut sleep => break false,
+                    by_bell = &mut sleep => match (by_bell, &ring) {
+                        (Some(true), Some((_, m))) => {
+                            rung.clone_from(m);
+                            break true;
+                        }
+                        (Some(_), _) => {
+                            rung.clear();
+                            break false;
+                        }
+                        (None, _) => break false,
+                    },
                 }
                 // A release that named another process's waiter as the queue's head: not our
                 // turn, nothing to look at. Armed again before the head is read, so a release
@@ -539,6 +639,9 @@ struct RowLease {
     label: String,
     /// This lock's in-process queue key, woken after a release.
     queue_key: String,
+    /// MySQL: the holder's bell, rung after its release (dropped with the lease otherwise,
+    /// which rings it too).
+    bell: std::sync::Mutex<Option<Bell>>,
 }
 
 impl RowLease {
@@ -551,6 +654,23 @@ impl RowLease {
             owner: owner.to_owned(),
             label: lock.client.label.clone(),
             queue_key: lock.client.queue_key(name),
+            bell: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// This lease, ringing `bell` after its release.
+    fn ringing(self, bell: Option<Bell>) -> Self {
+        RowLease {
+            bell: std::sync::Mutex::new(bell),
+            ..self
+        }
+    }
+
+    /// Rings the holder's bell, if any: the waiter behind it tries at once.
+    async fn ring(&self) {
+        let bell = self.bell.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(bell) = bell {
+            bell.ring().await;
         }
     }
 
@@ -697,7 +817,23 @@ impl Lease for RowLease {
     }
 
     async fn release(&self) -> Result<(), LockError> {
-        match self.on_a_live_connection(|| self.delete()).await? {
+        let deleted = self.on_a_live_connection(|| self.delete()).await;
+        // This process's waiters are woken first (no round trip), then the bell rung for
+        // another process's, whatever the outcome (the bell is a hint).
+        let outcome = self.outcome(deleted);
+        self.ring().await;
+        outcome
+    }
+}
+
+impl RowLease {
+    /// A release's answer from its delete, waking this process's waiters when the row is
+    /// gone (or may be).
+    fn outcome(
+        &self,
+        deleted: Result<(u64, Option<LockError>), LockError>,
+    ) -> Result<(), LockError> {
+        match deleted? {
             (0, Some(first)) => {
                 LocalQueue::wake(&self.queue_key);
                 Err(unclear_release(&self.label, &self.name, first))

@@ -12,12 +12,17 @@
 /// The largest `seq` (a caller without a place is behind every live one).
 const LAST: &str = "9223372036854775807";
 
-/// `SELECT 1 …` of every live place of name `n` ahead of member `m`'s (placeholders).
-pub(super) fn ahead(t: &str, now: &str, n: &str, m: &str) -> String {
+/// `… FROM` the live places of name `n` ahead of member `m`'s (placeholders).
+fn places_ahead(t: &str, now: &str, n: &str, m: &str) -> String {
     format!(
-        "SELECT 1 FROM {t}_waitq w WHERE w.name = {n} AND w.member <> {m} AND w.expires_at > {now} \
+        "FROM {t}_waitq w WHERE w.name = {n} AND w.member <> {m} AND w.expires_at > {now} \
          AND w.seq < COALESCE((SELECT p.seq FROM {t}_waitq p WHERE p.name = {n} AND p.member = {m}), {LAST})"
     )
+}
+
+/// `SELECT 1 …` of every live place of name `n` ahead of member `m`'s (placeholders).
+pub(super) fn ahead(t: &str, now: &str, n: &str, m: &str) -> String {
+    format!("SELECT 1 {}", places_ahead(t, now, n, m))
 }
 
 /// `SELECT 1 …` of every live place of name `n`: what a caller without a place waits behind
@@ -36,11 +41,16 @@ pub(super) fn leave(t: &str, now: &str, n: &str, m: &str) -> String {
     format!("DELETE FROM {t}_waitq WHERE name = {n} AND (member = {m} OR expires_at <= {now})")
 }
 
-/// The holder's ms left (NULL: no row) and the live places ahead of member `m`'s.
+/// The holder's ms left (NULL: no row), the live places ahead of member `m`'s, the holder's
+/// owner (NULL: no row) and the member of the live place just ahead (NULL: none) — the last
+/// two name the bell a MySQL waiter waits on (`crate::bells`).
 pub(super) fn state(t: &str, now: &str, n: &str, m: &str) -> String {
     format!(
         "SELECT (SELECT l.expires_at - {now} FROM {t} l WHERE l.name = {n}), \
-         (SELECT COUNT(*) FROM ({ahead}) a)",
-        ahead = ahead(t, now, n, m)
+         (SELECT COUNT(*) FROM ({ahead}) a), \
+         (SELECT l.owner FROM {t} l WHERE l.name = {n}), \
+         (SELECT w.member {places} ORDER BY w.seq DESC LIMIT 1)",
+        ahead = ahead(t, now, n, m),
+        places = places_ahead(t, now, n, m),
     )
 }

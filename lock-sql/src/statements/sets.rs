@@ -83,12 +83,14 @@ pub(crate) struct RowStatements {
     /// connection). Either way no release can find the winner's place still ahead of the next
     /// waiter.
     pub acquire_leaves: bool,
-    /// The holder's milliseconds left (NULL: no row) and how many live places are ahead of
-    /// the member's (all live places when it has none) (binds: name, member — see
+    /// The holder's milliseconds left (NULL: no row), how many live places are ahead of
+    /// the member's (all live places when it has none), the holder's owner (NULL: no row) and
+    /// the member of the live place just ahead (NULL: none) (binds: name, member — see
     /// [`RowStatements::positional`]).
     pub state: String,
     /// MySQL: placeholders are `?`, so `acquire` binds name, owner, ttl, then name, member
-    /// twice, and `state` binds name, then name, member twice; elsewhere they are numbered.
+    /// twice, and `state` binds name, then name, member twice, name, then name, member twice;
+    /// elsewhere they are numbered.
     pub positional: bool,
     /// MySQL: draw the next token for a name we just won (`LAST_INSERT_ID`).
     pub bump: Option<String>,

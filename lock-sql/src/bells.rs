@@ -1,0 +1,195 @@
+//! MySQL/MariaDB row mode's wake-up channel across processes: *bells*, user-level locks
+//! (`GET_LOCK`) named after a waiter's place.
+//!
+//! A waiting process takes its own bell (`distlock-bell/<member>`) on a connection of its own
+//! before it joins the name's queue, and keeps it until its acquisition ends — if it wins,
+//! until its guard releases the lock (the holder's row `owner` then starts with its member,
+//! see [`owner_for`]). The process behind it in the queue (the head: behind the holder) waits
+//! in `GET_LOCK` on that bell instead of polling, and tries the lock the moment it is rung:
+//! the place ahead released the lock, left the queue, or its connection ended (the server
+//! frees a session's user locks when it ends, so a crashed process rings its bell too).
+//!
+//! A bell is only a hint: the lock row and the queue still decide, and a waiter whose bell
+//! answered without news (a place ahead that has no bell: a holder that never queued, a bell
+//! connection that could not be had) falls back to looking every millisecond or so. Bell
+//! connections come from a pool of their own, at most [`BELL_CONNECTIONS`] per client; when
+//! it is exhausted a waiter does without (it polls, and its follower polls it).
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
+use sqlx::pool::PoolConnection;
+use sqlx::{Any, AnyPool, Row};
+
+/// At most this many bell connections per client: a waiting acquisition uses up to two (its
+/// own bell, and the wait on the bell ahead), a holder that queued one until it releases.
+pub(crate) const BELL_CONNECTIONS: u32 = 16;
+
+/// How long taking a bell connection may take before the waiter does without.
+const TAKE_WITHIN: Duration = Duration::from_millis(100);
+
+/// The user-level lock name of `member`'s bell (46 characters; MySQL allows 64).
+fn bell_name(member: &str) -> String {
+    format!("distlock-bell/{member}")
+}
+
+/// The row owner of a try by `member` (a queued waiter): its member, `/`, 24 random hex
+/// digits — unique per try, and naming the holder's bell to whoever waits behind it.
+pub(crate) fn owner_for(member: &str) -> String {
+    format!("{member}/{}", &lock_core::backend::owner_token()[..24])
+}
+
+/// The member whose bell a holder's row `owner` names, if it queued (see [`owner_for`]).
+pub(crate) fn member_of(owner: &str) -> Option<&str> {
+    let (member, _) = owner.split_once('/')?;
+    (member.len() == 32 && member.bytes().all(|b| b.is_ascii_hexdigit())).then_some(member)
+}
+
+/// The bell connections of one client (lazily opened, none until first used).
+#[derive(Debug)]
+pub(crate) struct Bells {
+    pool: AnyPool,
+}
+
+impl Bells {
+    /// Bells over the database at `url` (a driver URL); `None` if it does not parse (the
+    /// client's own pool parsed it already, so this does not happen).
+    pub(crate) fn new(url: &str) -> Option<Self> {
+        let opts = AnyConnectOptions::from_str(url).ok()?;
+        let pool = crate::liveness::check_when_idle(AnyPoolOptions::new())
+            .max_connections(BELL_CONNECTIONS)
+            .min_connections(0)
+            .acquire_timeout(TAKE_WITHIN)
+            .connect_lazy_with(opts);
+        Some(Bells { pool })
+    }
+
+    async fn connection(&self) -> Option<Connection> {
+        let conn = tokio::time::timeout(TAKE_WITHIN, self.pool.acquire())
+            .await
+            .ok()?
+            .ok()?;
+        Some(Connection { conn: Some(conn) })
+    }
+
+    /// Takes `member`'s bell; `None` when no bell connection could be had or the bell is
+    /// taken (then followers poll, as before bells).
+    pub(crate) async fn take(&self, member: &str) -> Option<Bell> {
+        let mut c = self.connection().await?;
+        let got = sqlx::query("SELECT GET_LOCK(?, 0)")
+            .bind(bell_name(member))
+            .fetch_one(c.conn.as_mut()?.as_mut())
+            .await
+            .ok()?
+            .try_get::<Option<i64>, _>(0)
+            .ok()
+            .flatten();
+        (got == Some(1)).then(|| Bell {
+            conn: c,
+            name: bell_name(member),
+        })
+    }
+
+    /// Waits, at most `within`, for `member`'s bell to be rung (taken and at once let go, in
+    /// one statement). `true` if it was free by the end (rung, or never taken); `false` on
+    /// timeout, or after sleeping `otherwise` when no bell connection could be had (the
+    /// caller looks at the lock either way).
+    ///
+    /// The statement runs in a task of its own: a waiter woken otherwise (by this process's
+    /// release) drops this wait, and the connection goes back to the pool once the statement
+    /// ends — at the ring, or after `within` — instead of being closed and opened again at
+    /// every handoff.
+    pub(crate) async fn wait(&self, member: &str, within: Duration, otherwise: Duration) -> bool {
+        let (pool, name) = (self.pool.clone(), bell_name(member));
+        let waiting = tokio::spawn(async move {
+            let mut conn = tokio::time::timeout(TAKE_WITHIN, pool.acquire())
+                .await
+                .ok()?
+                .ok()?;
+            // GET_LOCK's timeout is in seconds, fractions allowed.
+            let got = sqlx::query("SELECT GET_LOCK(?, ?), RELEASE_LOCK(?)")
+                .bind(&name)
+                .bind(within.as_secs_f64())
+                .bind(&name)
+                .fetch_one(conn.as_mut())
+                .await
+                .ok()
+                .and_then(|r| r.try_get::<Option<i64>, _>(0).ok().flatten());
+            Some(got == Some(1))
+        });
+        match waiting.await {
+            Ok(Some(rung)) => rung,
+            _ => {
+                tokio::time::sleep(otherwise).await;
+                false
+            }
+        }
+    }
+}
+
+/// A bell connection: back to the pool once done with, closed if dropped in the middle of a
+/// statement (a cancelled wait) or while it holds a bell.
+#[derive(Debug)]
+struct Connection {
+    conn: Option<PoolConnection<Any>>,
+}
+
+impl Connection {
+    /// Returns the connection to the pool (it holds nothing).
+    fn done(&mut self) {
+        drop(self.conn.take());
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            // Closed, not pooled: the server ends the session and frees what it holds.
+            drop(conn.detach());
+        }
+    }
+}
+
+/// A held bell: rung by [`Bell::ring`], or by dropping it (its connection closes).
+#[derive(Debug)]
+pub(crate) struct Bell {
+    conn: Connection,
+    name: String,
+}
+
+impl Bell {
+    /// Rings the bell: lets it go and returns its connection to the pool (closed instead if
+    /// that fails, which rings it as well).
+    pub(crate) async fn ring(mut self) {
+        let Some(conn) = self.conn.conn.as_mut() else {
+            return;
+        };
+        let freed = sqlx::query("SELECT RELEASE_LOCK(?)")
+            .bind(&self.name)
+            .fetch_one(conn.as_mut())
+            .await
+            .ok()
+            .and_then(|r| r.try_get::<Option<i64>, _>(0).ok().flatten());
+        if freed == Some(1) {
+            self.conn.done();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn owners_of_queued_tries_name_their_member() {
+        let member = lock_core::backend::owner_token();
+        let owner = owner_for(&member);
+        assert!(owner.len() <= 64, "{owner}");
+        assert_eq!(member_of(&owner), Some(member.as_str()));
+        assert_ne!(owner_for(&member), owner);
+        assert_eq!(member_of(&lock_core::backend::owner_token()), None);
+        assert_eq!(member_of("abc/def"), None);
+        assert!(bell_name(&member).len() <= 64);
+    }
+}
