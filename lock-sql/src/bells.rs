@@ -13,7 +13,7 @@
 //! answered without news (a place ahead that has no bell: a holder that never queued, a bell
 //! connection that could not be had) falls back to looking every millisecond or so. Bell
 //! connections come from a pool of their own, at most [`BELL_CONNECTIONS`] per client; when
-//! it is exhausted a waiter does without (it polls, and its follower polls it).
+//! all are in use a waiter does without at once (it polls, and its follower polls it).
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -66,11 +66,9 @@ impl Bells {
     }
 
     async fn connection(&self) -> Option<Connection> {
-        let conn = tokio::time::timeout(TAKE_WITHIN, self.pool.acquire())
-            .await
-            .ok()?
-            .ok()?;
-        Some(Connection { conn: Some(conn) })
+        Some(Connection {
+            conn: Some(take_connection(&self.pool).await?),
+        })
     }
 
     /// Takes `member`'s bell; `None` when no bell connection could be had or the bell is
@@ -91,41 +89,61 @@ impl Bells {
         })
     }
 
-    /// Waits, at most `within`, for `member`'s bell to be rung (taken and at once let go, in
-    /// one statement). `true` if it was free by the end (rung, or never taken); `false` on
-    /// timeout, or after sleeping `otherwise` when no bell connection could be had (the
-    /// caller looks at the lock either way).
+    /// Waits, at most `within` (bounded here, whatever the server does with its timeout), for
+    /// `member`'s bell to be rung: taken and at once let go, in one statement.
     ///
     /// The statement runs in a task of its own: a waiter woken otherwise (by this process's
     /// release) drops this wait, and the connection goes back to the pool once the statement
-    /// ends — at the ring, or after `within` — instead of being closed and opened again at
+    /// ends — at the ring, or at the server's timeout (whole seconds, at least 1: MySQL 8
+    /// truncates a fraction, MariaDB keeps it) — instead of being closed and opened again at
     /// every handoff.
-    pub(crate) async fn wait(&self, member: &str, within: Duration, otherwise: Duration) -> bool {
+    pub(crate) async fn wait(&self, member: &str, within: Duration) -> BellWait {
         let (pool, name) = (self.pool.clone(), bell_name(member));
+        let seconds = within.as_secs().max(1) + u64::from(within.subsec_nanos() > 0);
         let waiting = tokio::spawn(async move {
-            let mut conn = tokio::time::timeout(TAKE_WITHIN, pool.acquire())
-                .await
-                .ok()?
-                .ok()?;
-            // GET_LOCK's timeout is in seconds, fractions allowed.
+            let mut conn = take_connection(&pool).await?;
             let got = sqlx::query("SELECT GET_LOCK(?, ?), RELEASE_LOCK(?)")
                 .bind(&name)
-                .bind(within.as_secs_f64())
+                .bind(i64::try_from(seconds).unwrap_or(i64::MAX))
                 .bind(&name)
                 .fetch_one(conn.as_mut())
                 .await
-                .ok()
-                .and_then(|r| r.try_get::<Option<i64>, _>(0).ok().flatten());
-            Some(got == Some(1))
+                .ok()?
+                .try_get::<Option<i64>, _>(0)
+                .ok()?;
+            // 1: rung (or never taken); 0: the server's timeout; NULL: an error.
+            got.map(|g| g == 1)
         });
-        match waiting.await {
-            Ok(Some(rung)) => rung,
-            _ => {
-                tokio::time::sleep(otherwise).await;
-                false
-            }
+        match tokio::time::timeout(within, waiting).await {
+            Ok(Ok(Some(true))) => BellWait::Rung,
+            Ok(Ok(Some(false))) | Err(_) => BellWait::TimedOut,
+            Ok(_) => BellWait::Failed,
         }
     }
+}
+
+/// How a bell wait ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BellWait {
+    /// The bell was let go (or never taken): look now.
+    Rung,
+    /// Nothing within the wait: the bell is held.
+    TimedOut,
+    /// No bell connection to be had (all in use, or the database refused one), or the
+    /// statement failed: this bell cannot be waited on now; look, and poll.
+    Failed,
+}
+
+/// A bell connection, at once: `None` when every one is in use (a waiter does without rather
+/// than wait for one) or none opens within [`TAKE_WITHIN`].
+async fn take_connection(pool: &AnyPool) -> Option<PoolConnection<Any>> {
+    if pool.num_idle() == 0 && pool.size() >= BELL_CONNECTIONS {
+        return None;
+    }
+    tokio::time::timeout(TAKE_WITHIN, pool.acquire())
+        .await
+        .ok()?
+        .ok()
 }
 
 /// A bell connection: back to the pool once done with, closed if dropped in the middle of a

@@ -36,7 +36,7 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use crate::bells::{self, Bell, Bells};
+use crate::bells::{self, Bell, BellWait, Bells};
 use crate::client::SqlClient;
 use crate::config::Dialect;
 use crate::error::{classify, map, Failure};
@@ -415,7 +415,10 @@ impl LockBackend for RowLock {
                     Err(Failure::Retry) => {
                         armed.disarm();
                         // A win whose token draw deadlocked was given back after its place was
-                        // left: join again at the next look (a refresh if the place is there).
+                        // left: join again at the next look (a refresh if the place is there),
+                        // and let our bell go (whoever waits on it looks again; a rare path,
+                        // so followers poll us for the rest of this acquisition).
+                        bell = None;
                         if let Some((_, refreshed)) = &mut place {
                             *refreshed = Instant::now().checked_sub(REFRESH).unwrap_or(*refreshed);
                         }
@@ -441,6 +444,9 @@ impl LockBackend for RowLock {
             if try_only || deadline.expired() {
                 if let Some((queued, _)) = place.take() {
                     self.leave_now(queued, name, &member).await;
+                }
+                if let Some(bell) = bell.take() {
+                    bell.ring().await;
                 }
                 return Ok(None);
             }
@@ -493,15 +499,19 @@ impl LockBackend for RowLock {
             };
             // MySQL: wait on the bell of the place ahead (the holder's, for the head) instead,
             // unless that bell answered without news last time (it has none: poll it).
+            // A bell wait lasts until the holder's lease runs out, at most a second.
             let ring = self
                 .bells
                 .as_ref()
                 .zip(look.bell(free).filter(|m| *m != rung));
-            let within = deadline.clamp(until_expiry.min(NOTIFY_SAFETY_POLL));
-            // `Some(rang)` after a bell wait, `None` after a nap.
+            let within = deadline.clamp(match left {
+                Some(_) => until_expiry.min(NOTIFY_SAFETY_POLL),
+                None => NOTIFY_SAFETY_POLL,
+            });
+            // `Some(how)` after a bell wait, `None` after a nap.
             let sleep = async {
                 match &ring {
-                    Some((bells, m)) => Some(bells.wait(m, within, deadline.clamp(nap)).await),
+                    Some((bells, m)) => Some(bells.wait(m, within).await),
                     None => {
                         deadline.sleep(nap).await;
                         None
@@ -514,9 +524,16 @@ impl LockBackend for RowLock {
                     _ = either(notified.as_mut().as_pin_mut()) => {}
                     _ = either(released.as_mut().as_pin_mut()) => break true,
                     by_bell = &mut sleep => match (by_bell, &ring) {
-                        (Some(true), Some((_, m))) => {
+                        // Rung: look now. Should the same place still be ahead, its bell
+                        // told nothing (it has none): poll it instead.
+                        (Some(BellWait::Rung), Some((_, m))) => {
                             rung.clone_from(m);
                             break true;
+                        }
+                        // This bell cannot be waited on now: poll that place.
+                        (Some(BellWait::Failed), Some((_, m))) => {
+                            rung.clone_from(m);
+                            break false;
                         }
                         (Some(_), _) => {
                             rung.clear();

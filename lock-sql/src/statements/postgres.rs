@@ -98,11 +98,11 @@ pub(crate) fn row(t: &str) -> RowStatements {
     };
     // The winner's place goes in the statement that wins (PostgreSQL runs every
     // data-modifying CTE to completion, read or not), so the handoff needs no second round
-    // trip; a place is deleted only when `won` has a row, and lapsed places are swept as a
-    // `leave` would.
+    // trip; the place is deleted only when `won` has a row. Only our own place: sweeping
+    // lapsed ones (several rows) could deadlock with another client's `leave` and cost the
+    // win; lapsed places go with the next `leave` of the name.
     let leave_on_win = format!(
-        ", gone AS ({leave} AND EXISTS (SELECT 1 FROM won))",
-        leave = super::queue::leave(t, now, "$1", "$4")
+        ", gone AS (DELETE FROM {t}_waitq WHERE name = $1 AND member = $4 AND EXISTS (SELECT 1 FROM won))"
     );
     RowStatements {
         // The row upsert and the per-name counter bump are one statement (data-modifying
