@@ -125,7 +125,7 @@ pub(crate) fn row(t: &str) -> RowStatements {
             channel = notify_channel(t),
             payload = release_payload(t, now, "AND w.member <> $2"),
         ),
-        state: super::queue::state(t, now, "$1", "$2"),
+        state: super::queue::state(t, now, "$1", "$2", false),
         positional: false,
         bump: None,
         lookup: format!(

@@ -41,16 +41,22 @@ pub(super) fn leave(t: &str, now: &str, n: &str, m: &str) -> String {
     format!("DELETE FROM {t}_waitq WHERE name = {n} AND (member = {m} OR expires_at <= {now})")
 }
 
-/// The holder's ms left (NULL: no row), the live places ahead of member `m`'s, the holder's
-/// owner (NULL: no row) and the member of the live place just ahead (NULL: none) — the last
-/// two name the bell a MySQL waiter waits on (`crate::bells`).
-pub(super) fn state(t: &str, now: &str, n: &str, m: &str) -> String {
+/// The holder's ms left (NULL: no row), the live places ahead of member `m`'s and, with
+/// `bells` (MySQL: they name the bell a waiter waits on, `crate::bells`), the holder's owner
+/// (NULL: no row) and the member of the live place just ahead (NULL: none); without, two NULLs
+/// (the dialects that poll read nothing they do not use on every look).
+pub(super) fn state(t: &str, now: &str, n: &str, m: &str, bells: bool) -> String {
+    let neighbours = match bells {
+        true => format!(
+            "(SELECT l.owner FROM {t} l WHERE l.name = {n}), \
+             (SELECT w.member {places} ORDER BY w.seq DESC LIMIT 1)",
+            places = places_ahead(t, now, n, m),
+        ),
+        false => "NULL, NULL".to_owned(),
+    };
     format!(
         "SELECT (SELECT l.expires_at - {now} FROM {t} l WHERE l.name = {n}), \
-         (SELECT COUNT(*) FROM ({ahead}) a), \
-         (SELECT l.owner FROM {t} l WHERE l.name = {n}), \
-         (SELECT w.member {places} ORDER BY w.seq DESC LIMIT 1)",
+         (SELECT COUNT(*) FROM ({ahead}) a), {neighbours}",
         ahead = ahead(t, now, n, m),
-        places = places_ahead(t, now, n, m),
     )
 }

@@ -84,9 +84,9 @@ pub(crate) struct RowStatements {
     /// waiter.
     pub acquire_leaves: bool,
     /// The holder's milliseconds left (NULL: no row), how many live places are ahead of
-    /// the member's (all live places when it has none), the holder's owner (NULL: no row) and
-    /// the member of the live place just ahead (NULL: none) (binds: name, member — see
-    /// [`RowStatements::positional`]).
+    /// the member's (all live places when it has none), and for MySQL's bells the holder's
+    /// owner (NULL: no row) and the member of the live place just ahead (NULL: none; both
+    /// always NULL elsewhere) (binds: name, member — see [`RowStatements::positional`]).
     pub state: String,
     /// MySQL: placeholders are `?`, so `acquire` binds name, owner, ttl, then name, member
     /// twice, and `state` binds name, then name, member twice, name, then name, member twice;
