@@ -215,8 +215,11 @@ async fn postgres_release_wakes_only_the_head_of_the_queue() {
 /// PostgreSQL: a head woken by a release is granted by one request — the statement that wins
 /// the row also leaves the queue (before, a second statement left it on the way from the
 /// release to the guard: two round trips per handoff). Counted by the proxy in front of the
-/// waiter's client, the fewest over eight handoffs (a statement's first use on each pooled
-/// connection prepares it, and a safety look may fall in between).
+/// waiter's client from the release until the waiter has gone quiet, the fewest over eight
+/// handoffs. The waiter's client has one connection, so
+/// its statements are prepared after the first round and the pool never hands it one idle long
+/// enough to be pinged first (a pool that rotated its connections did, on a loaded machine);
+/// each release waits until the waiter's place is in the queue and the waiter has gone quiet.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_a_woken_head_is_granted_by_one_request() {
     let url = postgres_url();
@@ -225,8 +228,12 @@ async fn postgres_a_woken_head_is_granted_by_one_request() {
         .wait(Duration::from_secs(10))
         .ttl(Duration::from_secs(30));
     let holder = support::connect_or_explain(&url).await;
-    let (waiter, proxy) = support::through_proxy(&url).await;
-    let waiter = Arc::new(waiter);
+    let (proxied, proxy) = support::proxied_url(&url).await;
+    let sep = if proxied.contains('?') { '&' } else { '?' };
+    let waiter =
+        Arc::new(support::connect_or_explain(&format!("{proxied}{sep}max_connections=1")).await);
+    let t = holder.config().table.clone();
+    let places = format!("SELECT count(*) FROM {t}_waitq WHERE name = $1");
     let mut fewest = u64::MAX;
     for round in 0..8 {
         let held = holder.acquire(&name, &wait).await.unwrap();
@@ -234,20 +241,52 @@ async fn postgres_a_woken_head_is_granted_by_one_request() {
             let (waiter, name, wait) = (Arc::clone(&waiter), name.clone(), wait.clone());
             async move { waiter.acquire(&name, &wait).await }
         });
-        // The waiter has tried, queued and looked: it waits for the release.
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        let before = proxy.chunks_sent();
+        // The waiter has tried and queued (its look follows the join at once).
+        let mut queued = false;
+        for _ in 0..500 {
+            let n: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(places.as_str()))
+                .bind(&name)
+                .fetch_one(holder.pool())
+                .await
+                .unwrap();
+            if n > 0 {
+                queued = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(queued, "round {round}: the waiter did not queue within 5 s");
+        // ... and looked: it sends nothing more until the release (its refresh and safety
+        // look are a second away; on a loaded machine its look can come well after the join).
+        let before = quiet(&proxy).await;
         held.release().await.unwrap();
         let g = tokio::time::timeout(Duration::from_secs(5), task)
             .await
             .unwrap_or_else(|_| panic!("round {round}: the waiter was not granted"))
             .unwrap()
             .unwrap();
-        fewest = fewest.min(proxy.chunks_sent() - before);
+        fewest = fewest.min(quiet(&proxy).await - before);
         g.release().await.unwrap();
     }
-    assert_eq!(
-        fewest, 1,
-        "requests the woken waiter sent from the release to its grant (fewest of 8 handoffs)"
+    // sqlx pings a connection as it goes back to the pool: a statement is two requests on
+    // its one connection (the take; before, take, ping, leave, ping).
+    assert!(
+        fewest <= 2,
+        "the woken waiter sent {fewest} requests from the release to its grant (fewest of 8 \
+         handoffs; the take and sqlx's ping expected)"
     );
+}
+
+/// The proxy's count of requests once it has not moved for 100 ms (at most 5 s).
+async fn quiet(proxy: &lock_core::fault::FaultProxy) -> u64 {
+    let mut seen = proxy.chunks_sent();
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let now = proxy.chunks_sent();
+        if now == seen {
+            break;
+        }
+        seen = now;
+    }
+    seen
 }
