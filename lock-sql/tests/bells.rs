@@ -145,9 +145,9 @@ async fn a_waiter_of_another_process_waits_on_the_bell_ahead_instead_of_polling(
     let (a, held, c, pc, _pb) = held_by_a_queued_holder(&name).await;
     let holder = holder_member(&a, &name).await;
     let third = queued_waiter(&a, &c, &name).await;
-    // Settled: it waits on the holder's bell. Polling, it would look every millisecond or so.
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let before = pc.chunks_sent();
+    // Settled: it waits on the holder's bell (its look, sqlx's pings as connections go back
+    // and the bell connection's opening are done). Polling, it would look every millisecond.
+    let before = support::quiet(&pc).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let sent = pc.chunks_sent() - before;
     // A bell wait lasts up to a second; one ending in the window is followed by a place

@@ -258,14 +258,14 @@ async fn postgres_a_woken_head_is_granted_by_one_request() {
         assert!(queued, "round {round}: the waiter did not queue within 5 s");
         // ... and looked: it sends nothing more until the release (its refresh and safety
         // look are a second away; on a loaded machine its look can come well after the join).
-        let before = quiet(&proxy).await;
+        let before = support::quiet(&proxy).await;
         held.release().await.unwrap();
         let g = tokio::time::timeout(Duration::from_secs(5), task)
             .await
             .unwrap_or_else(|_| panic!("round {round}: the waiter was not granted"))
             .unwrap()
             .unwrap();
-        fewest = fewest.min(quiet(&proxy).await - before);
+        fewest = fewest.min(support::quiet(&proxy).await - before);
         g.release().await.unwrap();
     }
     // sqlx pings a connection as it goes back to the pool: a statement is two requests on
@@ -275,18 +275,4 @@ async fn postgres_a_woken_head_is_granted_by_one_request() {
         "the woken waiter sent {fewest} requests from the release to its grant (fewest of 8 \
          handoffs; the take and sqlx's ping expected)"
     );
-}
-
-/// The proxy's count of requests once it has not moved for 100 ms (at most 5 s).
-async fn quiet(proxy: &lock_core::fault::FaultProxy) -> u64 {
-    let mut seen = proxy.chunks_sent();
-    for _ in 0..50 {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        let now = proxy.chunks_sent();
-        if now == seen {
-            break;
-        }
-        seen = now;
-    }
-    seen
 }

@@ -304,3 +304,19 @@ fn url_port(url: &str) -> Option<u16> {
     let hostport = after.split('/').next()?;
     hostport.rsplit(':').next()?.parse().ok()
 }
+
+/// The proxy's count of requests once it has not moved for 100 ms (at most 5 s): what a client
+/// through it sent once it went quiet (waiting, or done).
+#[allow(dead_code)]
+pub async fn quiet(proxy: &FaultProxy) -> u64 {
+    let mut seen = proxy.chunks_sent();
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let now = proxy.chunks_sent();
+        if now == seen {
+            break;
+        }
+        seen = now;
+    }
+    seen
+}
