@@ -87,11 +87,16 @@ struct Look {
 }
 
 impl Look {
+    /// Whether no live row holds the lock.
+    fn free(&self) -> bool {
+        self.left.is_none_or(|l| l <= 0)
+    }
+
     /// The member whose bell to wait on (`crate::bells`): the place just ahead, or, at the
     /// head of the queue, the holder's (if it queued); `None` when there is nothing to wait
     /// for or no bell to wait on.
-    fn bell(&self, free: bool) -> Option<String> {
-        match (self.ahead, free) {
+    fn bell(&self) -> Option<String> {
+        match (self.ahead, self.free()) {
             (0, true) => None,
             (0, false) => self
                 .holder
@@ -472,8 +477,7 @@ impl LockBackend for RowLock {
             }
             let look = self.state(name, &member).await?;
             let (left, ahead) = (look.left, look.ahead);
-            let free = left.is_none_or(|l| l <= 0);
-            if ahead == 0 && free {
+            if ahead == 0 && look.free() {
                 // Our turn by the queue; a take that still fails (a row just taken by a
                 // client that ignores the queue, a place lapsing in between) pauses a little.
                 misses = if try_now { misses + 1 } else { 0 };
@@ -500,10 +504,7 @@ impl LockBackend for RowLock {
             // MySQL: wait on the bell of the place ahead (the holder's, for the head) instead,
             // unless that bell answered without news last time (it has none: poll it).
             // A bell wait lasts until the holder's lease runs out, at most a second.
-            let ring = self
-                .bells
-                .as_ref()
-                .zip(look.bell(free).filter(|m| *m != rung));
+            let ring = self.bells.as_ref().zip(look.bell().filter(|m| *m != rung));
             let within = deadline.clamp(match left {
                 Some(_) => until_expiry.min(NOTIFY_SAFETY_POLL),
                 None => NOTIFY_SAFETY_POLL,
