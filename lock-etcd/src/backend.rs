@@ -13,7 +13,7 @@ use lock_core::{
 use tokio::time::Instant;
 
 use crate::config::EtcdConfig;
-use crate::contender::{by_create, join, Asker, Contender};
+use crate::contender::{by_create, join, still_fresh, Asker, Contender};
 use crate::error::map;
 use crate::key::LockKeys;
 use crate::lease::EtcdLease;
@@ -102,6 +102,13 @@ impl EtcdLock {
         self.counts.read_before_watch.load(Ordering::SeqCst)
     }
 
+    /// Handoffs this client's waiters took on the member's own (serializable) read, right
+    /// after their predecessor's deletion (`crate::queue`).
+    #[doc(hidden)]
+    pub fn member_reads(&self) -> u64 {
+        self.counts.member_reads.load(Ordering::SeqCst)
+    }
+
     /// Watches this client's waiters created on predecessors.
     #[doc(hidden)]
     pub fn waiter_watches(&self) -> u64 {
@@ -173,9 +180,20 @@ impl EtcdLock {
                 }
                 Waited::Ours => {}
             }
+            let fresh_at = keeper.fresh_at();
             drop(keeper);
-            // Our turn: refresh the lease (the guard's validity counts from here) and make
-            // sure our key survived the wait, as `Mutex.Lock` does.
+            if still_fresh(fresh_at, me.granted, Instant::now()) {
+                // Kept alive lately: the lease, and our key with it, stands for the rest of
+                // its TTL (a deletion or revoke meanwhile is what the guard's `lost()` reports,
+                // its watch starting at our key's revision), so the guard's validity counts
+                // from that keep-alive, without another round trip on the handoff.
+                let guard = self.guard(&me, name, opts, fresh_at, me.granted).await?;
+                cleanup.disarm();
+                return Ok(Some(guard));
+            }
+            // Our turn after keep-alives failed for a while: refresh the lease (the guard's
+            // validity counts from here) and make sure our key survived the wait, as
+            // `Mutex.Lock` does.
             let again = Instant::now();
             let read = me.members.run(|c| {
                 let key = me.key.clone();

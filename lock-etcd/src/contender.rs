@@ -283,10 +283,12 @@ impl Contender {
     pub fn keep_alive_while_waiting(
         self: &Arc<Self>,
         gone: lock_core::backend::LostSignal,
-    ) -> AbortOnDrop {
+    ) -> KeptAlive {
         let me = Arc::clone(self);
-        AbortOnDrop(tokio::spawn(async move {
-            // A pooled lease was last kept alive before this acquisition began.
+        // A pooled lease was last kept alive before this acquisition began.
+        let shared = Arc::new(std::sync::Mutex::new(me.granted_at));
+        let fresh = Arc::clone(&shared);
+        let task = AbortOnDrop(tokio::spawn(async move {
             let mut fresh_at = me.granted_at;
             let mut next = fresh_at + me.granted / 3;
             loop {
@@ -295,6 +297,7 @@ impl Contender {
                 match me.keep_alive_once().await {
                     Ok(()) => {
                         fresh_at = sent;
+                        *fresh.lock().unwrap_or_else(|p| p.into_inner()) = sent;
                         next = fresh_at + me.granted / 3;
                     }
                     Err(e) if lease_gone(&e) => {
@@ -307,7 +310,11 @@ impl Contender {
                     Err(_) => next = (fresh_at + me.granted / 3).max(Instant::now() + REVOKE_RETRY),
                 }
             }
-        }))
+        }));
+        KeptAlive {
+            _task: task,
+            fresh_at: shared,
+        }
     }
 
     /// One keep-alive round trip for our lease; each member gets a quarter of the lease to
@@ -323,6 +330,30 @@ impl Contender {
     }
 }
 
+/// A waiting contender's keep-alive task (stopped when dropped) and when it last kept the
+/// lease alive.
+pub(crate) struct KeptAlive {
+    _task: AbortOnDrop,
+    fresh_at: Arc<std::sync::Mutex<Instant>>,
+}
+
+impl KeptAlive {
+    /// When the last keep-alive that succeeded (or the grant) was sent: the server keeps the
+    /// lease — and so our key, unless someone deletes it or revokes the lease — for at least
+    /// the granted TTL from then.
+    pub fn fresh_at(&self) -> Instant {
+        *self.fresh_at.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Whether a lease last kept alive at `fresh_at` (granted for `granted`) has at least half its
+/// TTL left at `now`: then a waiter that has just been handed the lock takes it without
+/// another keep-alive and read of its own key. Its keep-alives come every third of the TTL, so
+/// only a waiter whose keep-alives failed lately falls below.
+pub(crate) fn still_fresh(fresh_at: Instant, granted: Duration, now: Instant) -> bool {
+    now <= fresh_at + granted / 2
+}
+
 /// Aborts a background task when dropped.
 pub(crate) struct AbortOnDrop(pub JoinHandle<()>);
 
@@ -335,6 +366,16 @@ impl Drop for AbortOnDrop {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lease_is_fresh_for_half_its_ttl() {
+        let at = Instant::now();
+        let ttl = Duration::from_secs(6);
+        assert!(still_fresh(at, ttl, at));
+        assert!(still_fresh(at, ttl, at + Duration::from_secs(3)));
+        assert!(!still_fresh(at, ttl, at + Duration::from_millis(3_001)));
+        assert!(!still_fresh(at, ttl, at + ttl));
+    }
 
     #[test]
     fn lease_secs_rounds_up() {

@@ -19,6 +19,13 @@
 //! predecessor's key alone: keys created later have greater revisions, so while that key
 //! stands with the create revision the range read found, it is still the newest below ours.
 //!
+//! The read right after a watch reported the predecessor's deletion — a handoff — is first
+//! made on the member's own state (serializable, [`holds_by_member_read`]): keys below ours only
+//! go away, so a member that has applied our key's creation and shows none below ours is
+//! right, and the new holder skips the leader's read index. Only an answer that still shows
+//! a key below ours (the predecessor gave up while others wait ahead, or the member lags)
+//! is read again linearizably.
+//!
 //! A watch may be late: etcd (3.4) serves a watch whose start revision has already passed
 //! from a catch-up loop that runs every 100 ms, and a watch created without a start revision
 //! lands there too when a write commits while the member registers it (it reads its revision,
@@ -92,6 +99,9 @@ pub(crate) struct WaitCounts {
     pub read_before_watch: AtomicU64,
     /// Watches created (confirmed by the member).
     pub watches: AtomicU64,
+    /// Handoffs a waiter took on the member's own read (serializable), without a round of
+    /// the leader's read index ([`holds_by_member_read`]).
+    pub member_reads: AtomicU64,
 }
 
 /// How a wait ended.
@@ -127,11 +137,18 @@ pub(crate) async fn wait_for_turn(
     // `Rule::After`: the newest key below ours that the last range read found, with its
     // create revision; the next look reads only that key (see the module doc).
     let mut known: Option<(Vec<u8>, i64)> = None;
+    // The watch just reported our predecessor's deletion: the member's own read may show
+    // that we hold ([`holds_by_member_read`]).
+    let mut handed = false;
     let (range, limit) = match rule {
         Rule::After(range) => (range.clone(), 1),
         Rule::Fewer(range, n) => (range.clone(), *n),
     };
     loop {
+        if std::mem::take(&mut handed) && holds_by_member_read(me, &range).await {
+            counts.member_reads.fetch_add(1, Ordering::SeqCst);
+            return Ok(Waited::Ours);
+        }
         let look = match &known {
             Some((key, _)) => (key.clone(), None),
             None => {
@@ -287,6 +304,7 @@ pub(crate) async fn wait_for_turn(
             deleted = watched => {
                 if deleted {
                     known = None;
+                    handed = matches!(rule, Rule::After(_));
                 }
                 waited_unreported = !deleted;
             }
@@ -312,5 +330,51 @@ pub(crate) async fn wait_for_turn(
                 ));
             }
         }
+    }
+}
+
+/// Whether a serializable read of the member in use shows no key in `range` created before
+/// ours: then we hold, one round trip sooner than through a linearizable read (which waits for
+/// the leader to confirm its commit index, and behind that for the writes in flight). Used
+/// right after a watch reported our predecessor's deletion (a handoff); any other answer — a
+/// key still below ours, an error — leaves the decision to the linearizable read that follows.
+///
+/// Safe although the member may lag the leader: keys created before ours have create
+/// revisions below ours and can only go away (a key written again gets a new create revision),
+/// so "none below ours" stays true once it was — provided the member has applied our own key's
+/// creation, which [`member_saw_us`] checks on the answer's revision. A lagging member can only
+/// show keys that are gone already, which the linearizable read then settles.
+async fn holds_by_member_read(me: &Contender, range: &str) -> bool {
+    let opts = by_create(SortOrder::Descend)
+        .with_max_create_revision(me.rev - 1)
+        .with_serializable();
+    let got = me
+        .members
+        .run(|c| {
+            let (key, opts) = (range.to_owned(), opts.clone());
+            async move { c.kv_client().get(key, Some(opts)).await }
+        })
+        .await;
+    got.is_ok_and(|r| {
+        r.kvs().is_empty() && member_saw_us(r.header().map_or(0, |h| h.revision()), me.rev)
+    })
+}
+
+/// Whether a member that answered at revision `answered_at` has applied the creation of our
+/// key (create revision `ours`), so that every key created before ours is in its state.
+fn member_saw_us(answered_at: i64, ours: i64) -> bool {
+    answered_at >= ours
+}
+
+#[cfg(test)]
+mod tests {
+    use super::member_saw_us;
+
+    #[test]
+    fn a_member_behind_our_key_cannot_say_we_hold() {
+        assert!(!member_saw_us(0, 7), "an answer without a revision");
+        assert!(!member_saw_us(6, 7), "a member one write behind our key");
+        assert!(member_saw_us(7, 7));
+        assert!(member_saw_us(9, 7));
     }
 }

@@ -70,4 +70,10 @@ async fn waiters_read_the_range_only_to_start_and_after_a_deletion() {
          predecessor's deletion)"
     );
     assert_eq!(waiters.wakeups(), WAITERS, "one wake-up per waiter");
+    assert_eq!(
+        waiters.member_reads(),
+        WAITERS,
+        "every waiter, woken by its predecessor's deletion, should have taken the lock on the \
+         member's own read (no linearizable read on the handoff)"
+    );
 }
