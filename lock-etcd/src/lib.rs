@@ -45,8 +45,12 @@
 //! # Failures
 //! * A cancelled, timed-out or failed acquisition revokes its lease, which deletes its key:
 //!   nothing is left behind (if the cluster cannot be reached, the lease runs out).
-//! * A waiter keeps its lease alive while it waits, rides out store errors for as long as its
-//!   lease may still live, and on its turn confirms that its key survived, as `Mutex.Lock` does.
+//! * A waiter keeps its lease alive while it waits and rides out store errors for as long as
+//!   its lease may still live. Handed the lock with its lease kept alive within half its TTL,
+//!   it holds at once (the lease, and its key with it, stands for the TTL from that
+//!   keep-alive, where the guard's validity counts from); a key deleted while it waited is
+//!   reported by the guard's `lost()`. Otherwise it renews the lease and confirms that its key
+//!   survived first, as `Mutex.Lock` does.
 //! * Release deletes the key only if it is still ours (same create revision) and keeps the
 //!   lease, now without a key, for the client's next acquisition; a key that is gone answers
 //!   `NotHeld` and its lease is revoked. A client's idle leases run out on the server within
