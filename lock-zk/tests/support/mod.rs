@@ -68,9 +68,11 @@ pub async fn raw(url: &str) -> zookeeper_client::Client {
     }
 }
 
-/// A lock name unique to this run.
+/// A lock name unique to this run. The random part starts with a letter: ten random hex
+/// digits are all decimal about once in a hundred names, and `latch-` followed by ten digits
+/// is a recipe node's shape, which names refuse (`unique("latch")` failed so in a clean run).
 pub fn unique(what: &str) -> String {
-    format!("zk-{what}-{}", &lock_core::backend::owner_token()[..10])
+    format!("zk-{what}-x{}", &lock_core::backend::owner_token()[..10])
 }
 
 /// Acquire options waiting at most `secs`.
