@@ -187,34 +187,33 @@ impl EtcdLock {
                 // its TTL (a deletion or revoke meanwhile is what the guard's `lost()` reports,
                 // its watch starting at our key's revision), so the guard's validity counts
                 // from that keep-alive, without another round trip on the handoff.
-                let guard = self.guard(&me, name, opts, fresh_at, me.granted).await?;
-                cleanup.disarm();
-                return Ok(Some(guard));
+                (fresh_at, me.granted)
+            } else {
+                // Our turn after keep-alives failed for a while: refresh the lease (the guard's
+                // validity counts from here) and make sure our key survived the wait, as
+                // `Mutex.Lock` does.
+                let again = Instant::now();
+                let read = me.members.run(|c| {
+                    let key = me.key.clone();
+                    async move { c.kv_client().get(key, None).await }
+                });
+                let (alive, key) = tokio::join!(me.keep_alive_once(), read);
+                let key = key.map_err(|e| map(e, &self.label, Some(name)))?;
+                let ours = key
+                    .kvs()
+                    .first()
+                    .is_some_and(|kv| kv.create_revision() == me.rev);
+                if alive.is_err() || !ours {
+                    cleanup.run_now().await;
+                    return Err(LockError::unavailable(
+                        &self.label,
+                        Some(name),
+                        "our etcd lease ran out while waiting (the cluster did not answer its keep-alives); retry",
+                        None,
+                    ));
+                }
+                (again, me.granted)
             }
-            // Our turn after keep-alives failed for a while: refresh the lease (the guard's
-            // validity counts from here) and make sure our key survived the wait, as
-            // `Mutex.Lock` does.
-            let again = Instant::now();
-            let read = me.members.run(|c| {
-                let key = me.key.clone();
-                async move { c.kv_client().get(key, None).await }
-            });
-            let (alive, key) = tokio::join!(me.keep_alive_once(), read);
-            let key = key.map_err(|e| map(e, &self.label, Some(name)))?;
-            let ours = key
-                .kvs()
-                .first()
-                .is_some_and(|kv| kv.create_revision() == me.rev);
-            if alive.is_err() || !ours {
-                cleanup.run_now().await;
-                return Err(LockError::unavailable(
-                    &self.label,
-                    Some(name),
-                    "our etcd lease ran out while waiting (the cluster did not answer its keep-alives); retry",
-                    None,
-                ));
-            }
-            (again, me.granted)
         };
         let guard = self.guard(&me, name, opts, acquired_at, validity).await?;
         cleanup.disarm();

@@ -289,16 +289,15 @@ impl Contender {
         let shared = Arc::new(std::sync::Mutex::new(me.granted_at));
         let fresh = Arc::clone(&shared);
         let task = AbortOnDrop(tokio::spawn(async move {
-            let mut fresh_at = me.granted_at;
-            let mut next = fresh_at + me.granted / 3;
+            let fresh_at = || *fresh.lock().unwrap_or_else(|p| p.into_inner());
+            let mut next = fresh_at() + me.granted / 3;
             loop {
                 tokio::time::sleep_until(next).await;
                 let sent = Instant::now();
                 match me.keep_alive_once().await {
                     Ok(()) => {
-                        fresh_at = sent;
                         *fresh.lock().unwrap_or_else(|p| p.into_inner()) = sent;
-                        next = fresh_at + me.granted / 3;
+                        next = sent + me.granted / 3;
                     }
                     Err(e) if lease_gone(&e) => {
                         gone.mark_lost("the waiting contender's lease expired");
@@ -307,7 +306,9 @@ impl Contender {
                     // Transient: tried again after a pause (never at once: a cluster without
                     // a leader answers at once); the wait itself notices a lease that ran out
                     // when it confirms our key.
-                    Err(_) => next = (fresh_at + me.granted / 3).max(Instant::now() + REVOKE_RETRY),
+                    Err(_) => {
+                        next = (fresh_at() + me.granted / 3).max(Instant::now() + REVOKE_RETRY)
+                    }
                 }
             }
         }));

@@ -152,9 +152,7 @@ pub(crate) async fn wait_for_turn(
         let look = match &known {
             Some((key, _)) => (key.clone(), None),
             None => {
-                let opts = by_create(SortOrder::Descend)
-                    .with_max_create_revision(me.rev - 1)
-                    .with_limit(i64::try_from(limit).unwrap_or(i64::MAX));
+                let opts = created_before(me).with_limit(i64::try_from(limit).unwrap_or(i64::MAX));
                 (range.clone().into_bytes(), Some(opts))
             }
         };
@@ -333,6 +331,12 @@ pub(crate) async fn wait_for_turn(
     }
 }
 
+/// Options to read the keys of a range created before ours, the newest first (one key unless
+/// a limit is set).
+fn created_before(me: &Contender) -> etcd_client::GetOptions {
+    by_create(SortOrder::Descend).with_max_create_revision(me.rev - 1)
+}
+
 /// Whether a serializable read of the member in use shows no key in `range` created before
 /// ours: then we hold, one round trip sooner than through a linearizable read (which waits for
 /// the leader to confirm its commit index, and behind that for the writes in flight). Used
@@ -345,9 +349,7 @@ pub(crate) async fn wait_for_turn(
 /// creation, which [`member_saw_us`] checks on the answer's revision. A lagging member can only
 /// show keys that are gone already, which the linearizable read then settles.
 async fn holds_by_member_read(me: &Contender, range: &str) -> bool {
-    let opts = by_create(SortOrder::Descend)
-        .with_max_create_revision(me.rev - 1)
-        .with_serializable();
+    let opts = created_before(me).with_serializable();
     let got = me
         .members
         .run(|c| {

@@ -8,19 +8,31 @@ mod support;
 
 use std::time::Duration;
 
-use lock_core::{AcquireOptions, DistributedLock};
+use lock_core::{AcquireOptions, DistributedLock, LockGuard};
+use lock_etcd::EtcdLock;
 use support::{contenders, etcd_lock, raw, single_url, unique};
+
+/// A fresh name held by one client on the single member, another client to wait for it, and
+/// options with a `ttl_secs` lease that wait up to 20 s.
+async fn held_by_another_client(
+    what: &str,
+    ttl_secs: u64,
+) -> (LockGuard, EtcdLock, String, AcquireOptions) {
+    let url = single_url();
+    let holder = etcd_lock(&url).await;
+    let waiter = etcd_lock(&url).await;
+    let name = unique(what);
+    let opts = AcquireOptions::new()
+        .ttl(Duration::from_secs(ttl_secs))
+        .wait(Duration::from_secs(20));
+    let held = holder.acquire(&name, &opts).await.unwrap();
+    (held, waiter, name, opts)
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_whose_key_was_deleted_while_it_waited_never_holds_unnoticed() {
     let url = single_url();
-    let holder = etcd_lock(&url).await;
-    let waiter = etcd_lock(&url).await;
-    let name = unique("deleted-waiter");
-    let opts = AcquireOptions::new()
-        .ttl(Duration::from_secs(30))
-        .wait(Duration::from_secs(20));
-    let held = holder.acquire(&name, &opts).await.unwrap();
+    let (held, waiter, name, opts) = held_by_another_client("deleted-waiter", 30).await;
     let waiting = {
         let (name, opts) = (name.clone(), opts.clone());
         tokio::spawn(async move { waiter.acquire(&name, &opts).await })
@@ -82,14 +94,7 @@ async fn a_waiter_whose_key_was_deleted_while_it_waited_never_holds_unnoticed() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_handed_over_guard_counts_its_validity_from_a_keep_alive_within_its_ttl() {
-    let url = single_url();
-    let holder = etcd_lock(&url).await;
-    let waiter = etcd_lock(&url).await;
-    let name = unique("handed-validity");
-    let opts = AcquireOptions::new()
-        .ttl(Duration::from_secs(3))
-        .wait(Duration::from_secs(20));
-    let held = holder.acquire(&name, &opts).await.unwrap();
+    let (held, waiter, name, opts) = held_by_another_client("handed-validity", 3).await;
     let waiting = {
         let (name, opts) = (name.clone(), opts.clone());
         tokio::spawn(async move {
