@@ -73,6 +73,17 @@ impl SqlClient {
         cfg.validate()?;
         sqlx::any::install_default_drivers();
         let label = cfg.backend_label();
+        #[cfg(feature = "sqlite")]
+        if cfg.dialect == crate::config::Dialect::Sqlite {
+            crate::sqlite_busy::install().map_err(|rc| {
+                LockError::backend(
+                    &label,
+                    None,
+                    format!("SQLite refused distlock's busy handler hook (result code {rc})"),
+                    None,
+                )
+            })?;
+        }
         let opts = AnyConnectOptions::from_str(cfg.driver_url()).map_err(|e| {
             LockError::invalid_config(format!("bad database URL {:?}: {e}", cfg.redacted()))
         })?;

@@ -141,6 +141,8 @@ mod notify;
 mod permits;
 mod row;
 mod sessions;
+#[cfg(feature = "sqlite")]
+mod sqlite_busy;
 mod statements;
 mod token;
 

@@ -7,12 +7,14 @@ use super::sets::{ClientStatements, Ddl, RowStatements};
 pub(super) const NOW_MS: &str = "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)";
 
 /// Run on every new connection. WAL lets readers and one writer share the file across
-/// processes; the busy timeout makes writers queue instead of failing; `synchronous = FULL`
+/// processes; the busy timeout makes writers queue instead of failing, in short steps
+/// (`crate::sqlite_busy`, which replaces SQLite's own handler); `synchronous = FULL`
 /// syncs the WAL at every commit, so a power loss cannot roll back a handed-out fencing token
 /// (`NORMAL` in WAL mode may lose the last commits, and with them the counter's advance).
 const SESSION: &[&str] = &[
     "PRAGMA journal_mode = WAL",
     "PRAGMA busy_timeout = 10000",
+    "SELECT distlock_busy_steps(10000)",
     "PRAGMA synchronous = FULL",
 ];
 
