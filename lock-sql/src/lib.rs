@@ -139,6 +139,7 @@ pub mod liveness;
 mod lock;
 mod notify;
 mod permits;
+mod recently_queued;
 mod row;
 mod sessions;
 #[cfg(feature = "sqlite")]

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use lock_core::{AcquireOptions, DistributedLock, LockGuard};
 use lock_sql::SqlLock;
-use support::mysql_url;
+use support::{holder_member, mysql_url, queued, within};
 use tokio::task::JoinHandle;
 
 fn opts() -> AcquireOptions {
@@ -58,52 +58,6 @@ async fn bell_session(lock: &SqlLock, member: &str) -> i64 {
         .fetch_one(lock.pool())
         .await
         .unwrap()
-}
-
-/// The member of the holder of `name`, from its row's owner (`<member>/<random>` for a holder
-/// that queued).
-async fn holder_member(lock: &SqlLock, name: &str) -> String {
-    let t = &lock.config().table;
-    let owner: String = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-        "SELECT owner FROM {t} WHERE name = ?"
-    )))
-    .bind(name)
-    .fetch_one(lock.pool())
-    .await
-    .unwrap();
-    owner
-        .split_once('/')
-        .unwrap_or_else(|| panic!("the holder's owner {owner:?} names no bell"))
-        .0
-        .to_owned()
-}
-
-/// The members queued for `name`, in order.
-async fn queued(lock: &SqlLock, name: &str) -> Vec<String> {
-    let t = &lock.config().table;
-    sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-        "SELECT CAST(member AS CHAR) FROM {t}_waitq WHERE name = ? ORDER BY seq"
-    )))
-    .bind(name)
-    .fetch_all(lock.pool())
-    .await
-    .unwrap()
-}
-
-/// Polls `f` every 20 ms until it is true; whether it became true within `within`.
-async fn within<F, Fut>(within: Duration, f: F) -> bool
-where
-    F: Fn() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let end = tokio::time::Instant::now() + within;
-    while tokio::time::Instant::now() < end {
-        if f().await {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    false
 }
 
 /// Three clients: a plain one, and two through proxies; `name` held by the second, which

@@ -288,8 +288,6 @@ async fn postgres_a_woken_head_is_granted_by_one_request() {
     let sep = if proxied.contains('?') { '&' } else { '?' };
     let waiter =
         Arc::new(support::connect_or_explain(&format!("{proxied}{sep}max_connections=1")).await);
-    let t = holder.config().table.clone();
-    let places = format!("SELECT count(*) FROM {t}_waitq WHERE name = $1");
     let mut fewest = u64::MAX;
     for round in 0..8 {
         let held = holder.acquire(&name, &wait).await.unwrap();
@@ -298,19 +296,10 @@ async fn postgres_a_woken_head_is_granted_by_one_request() {
             async move { waiter.acquire(&name, &wait).await }
         });
         // The waiter has tried and queued (its look follows the join at once).
-        let mut queued = false;
-        for _ in 0..500 {
-            let n: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(places.as_str()))
-                .bind(&name)
-                .fetch_one(holder.pool())
-                .await
-                .unwrap();
-            if n > 0 {
-                queued = true;
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        let queued = support::within(Duration::from_secs(5), || async {
+            !support::queued(&holder, &name).await.is_empty()
+        })
+        .await;
         assert!(queued, "round {round}: the waiter did not queue within 5 s");
         // ... and looked: it sends nothing more until the release (its refresh and safety
         // look are a second away; on a loaded machine its look can come well after the join).

@@ -59,7 +59,7 @@ pub(crate) fn row(t: &str) -> RowStatements {
         enqueue: super::queue::enqueue_upsert(t, now, ["?1", "?2", "?3"], "ON CONFLICT (name, member) DO UPDATE SET expires_at = excluded.expires_at"),
         leave: super::queue::leave(t, now, "?1", "?2"),
         acquire_leaves: false,
-        state: super::queue::state(t, now, "?1", "?2", false),
+        state: super::queue::state(t, now, "?1", "?2", true),
         positional: false,
         bump: None,
         lookup: format!(

@@ -320,3 +320,55 @@ pub async fn quiet(proxy: &FaultProxy) -> u64 {
     }
     seen
 }
+
+/// The member of the holder of `name`, from its row's owner (`<member>/<random>` for a holder
+/// that queued).
+pub async fn holder_member(lock: &SqlLock, name: &str) -> String {
+    let t = &lock.config().table;
+    let owner: String = sqlx::query_scalar(AssertSqlSafe(format!(
+        "SELECT owner FROM {t} WHERE name = ?"
+    )))
+    .bind(name)
+    .fetch_one(lock.pool())
+    .await
+    .unwrap();
+    owner
+        .split_once('/')
+        .unwrap_or_else(|| panic!("the holder's owner {owner:?} names no bell"))
+        .0
+        .to_owned()
+}
+
+/// The members queued for `name`, in order.
+pub async fn queued(lock: &SqlLock, name: &str) -> Vec<String> {
+    let t = &lock.config().table;
+    let sql = match lock.config().dialect {
+        Dialect::Postgres => format!("SELECT member FROM {t}_waitq WHERE name = $1 ORDER BY seq"),
+        // MySQL's member column is VARBINARY.
+        Dialect::MySql => {
+            format!("SELECT CAST(member AS CHAR) FROM {t}_waitq WHERE name = ? ORDER BY seq")
+        }
+        _ => format!("SELECT member FROM {t}_waitq WHERE name = ? ORDER BY seq"),
+    };
+    sqlx::query_scalar(AssertSqlSafe(sql))
+        .bind(name)
+        .fetch_all(lock.pool())
+        .await
+        .unwrap()
+}
+
+/// Polls `f` every 20 ms until it is true; whether it became true within `within`.
+pub async fn within<F, Fut>(within: Duration, f: F) -> bool
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let end = tokio::time::Instant::now() + within;
+    while tokio::time::Instant::now() < end {
+        if f().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}

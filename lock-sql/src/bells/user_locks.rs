@@ -1,19 +1,7 @@
-//! MySQL/MariaDB row mode's wake-up channel across processes: *bells*, user-level locks
-//! (`GET_LOCK`) named after a waiter's place.
-//!
-//! A waiting process takes its own bell (`distlock-bell/<member>`) on a connection of its own
-//! before it joins the name's queue, and keeps it until its acquisition ends — if it wins,
-//! until its guard releases the lock (the holder's row `owner` then starts with its member,
-//! see [`owner_for`]). The process behind it in the queue (the head: behind the holder) waits
-//! in `GET_LOCK` on that bell instead of polling, and tries the lock the moment it is rung:
-//! the place ahead released the lock, left the queue, or its connection ended (the server
-//! frees a session's user locks when it ends, so a crashed process rings its bell too).
-//!
-//! A bell is only a hint: the lock row and the queue still decide, and a waiter whose bell
-//! answered without news (a place ahead that has no bell: a holder that never queued, a bell
-//! connection that could not be had) falls back to looking every millisecond or so. Bell
-//! connections come from a pool of their own, at most [`BELL_CONNECTIONS`] per client; when
-//! all are in use a waiter does without at once (it polls, and its follower polls it).
+//! MySQL/MariaDB's bells: user-level locks (`GET_LOCK`) named after a waiter's place, held
+//! on a connection of its own (the server frees a session's user locks when it ends, so a
+//! crashed process rings its bell too). Bell connections come from a pool of their own, at
+//! most [`BELL_CONNECTIONS`] per client; when all are in use a waiter does without at once.
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -21,6 +9,8 @@ use std::time::Duration;
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::pool::PoolConnection;
 use sqlx::{Any, AnyPool, Row};
+
+use super::BellWait;
 
 /// At most this many bell connections per client: a waiting acquisition uses up to two (its
 /// own bell, and the wait on the bell ahead), a holder that queued one until it releases.
@@ -34,25 +24,13 @@ fn bell_name(member: &str) -> String {
     format!("distlock-bell/{member}")
 }
 
-/// The row owner of a try by `member` (a queued waiter): its member, `/`, 24 random hex
-/// digits — unique per try, and naming the holder's bell to whoever waits behind it.
-pub(crate) fn owner_for(member: &str) -> String {
-    format!("{member}/{}", &lock_core::backend::owner_token()[..24])
-}
-
-/// The member whose bell a holder's row `owner` names, if it queued (see [`owner_for`]).
-pub(crate) fn member_of(owner: &str) -> Option<&str> {
-    let (member, _) = owner.split_once('/')?;
-    (member.len() == 32 && member.bytes().all(|b| b.is_ascii_hexdigit())).then_some(member)
-}
-
 /// The bell connections of one client (lazily opened, none until first used).
 #[derive(Debug)]
-pub(crate) struct Bells {
+pub(crate) struct UserLocks {
     pool: AnyPool,
 }
 
-impl Bells {
+impl UserLocks {
     /// Bells over the database at `url` (a driver URL); `None` if it does not parse (the
     /// client's own pool parsed it already, so this does not happen).
     pub(crate) fn new(url: &str) -> Option<Self> {
@@ -62,7 +40,7 @@ impl Bells {
             .min_connections(0)
             .acquire_timeout(TAKE_WITHIN)
             .connect_lazy_with(opts);
-        Some(Bells { pool })
+        Some(UserLocks { pool })
     }
 
     async fn connection(&self) -> Option<Connection> {
@@ -73,7 +51,7 @@ impl Bells {
 
     /// Takes `member`'s bell; `None` when no bell connection could be had or the bell is
     /// taken (then followers poll, as before bells).
-    pub(crate) async fn take(&self, member: &str) -> Option<Bell> {
+    pub(crate) async fn take(&self, member: &str) -> Option<Held> {
         let mut c = self.connection().await?;
         let got = sqlx::query("SELECT GET_LOCK(?, 0)")
             .bind(bell_name(member))
@@ -83,7 +61,7 @@ impl Bells {
             .try_get::<Option<i64>, _>(0)
             .ok()
             .flatten();
-        (got == Some(1)).then(|| Bell {
+        (got == Some(1)).then(|| Held {
             conn: c,
             name: bell_name(member),
         })
@@ -122,18 +100,6 @@ impl Bells {
     }
 }
 
-/// How a bell wait ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum BellWait {
-    /// The bell was let go (or never taken): look now.
-    Rung,
-    /// Nothing within the wait: the bell is held.
-    TimedOut,
-    /// No bell connection to be had (all in use, or the database refused one), or the
-    /// statement failed: this bell cannot be waited on now; look, and poll.
-    Failed,
-}
-
 /// A bell connection, at once: `None` when every one is in use (a waiter does without rather
 /// than wait for one) or none opens within [`TAKE_WITHIN`].
 async fn take_connection(pool: &AnyPool) -> Option<PoolConnection<Any>> {
@@ -169,14 +135,14 @@ impl Drop for Connection {
     }
 }
 
-/// A held bell: rung by [`Bell::ring`], or by dropping it (its connection closes).
+/// A held bell: rung by [`Held::ring`], or by dropping it (its connection closes).
 #[derive(Debug)]
-pub(crate) struct Bell {
+pub(crate) struct Held {
     conn: Connection,
     name: String,
 }
 
-impl Bell {
+impl Held {
     /// Rings the bell: lets it go and returns its connection to the pool (closed instead if
     /// that fails, which rings it as well).
     pub(crate) async fn ring(mut self) {
@@ -200,14 +166,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn owners_of_queued_tries_name_their_member() {
-        let member = lock_core::backend::owner_token();
-        let owner = owner_for(&member);
-        assert!(owner.len() <= 64, "{owner}");
-        assert_eq!(member_of(&owner), Some(member.as_str()));
-        assert_ne!(owner_for(&member), owner);
-        assert_eq!(member_of(&lock_core::backend::owner_token()), None);
-        assert_eq!(member_of("abc/def"), None);
-        assert!(bell_name(&member).len() <= 64);
+    fn bell_names_fit_mysql() {
+        assert!(bell_name(&lock_core::backend::owner_token()).len() <= 64);
     }
 }
