@@ -62,6 +62,13 @@ fn quick_run_on_sqlite_writes_the_report() {
         procs["ops_per_sec"].as_f64().unwrap_or(0.0) > 0.0,
         "no acquisitions across processes: {procs}"
     );
+    // Beside the default 8 processes, 2 (where a waiter missing its place shows).
+    let counts: Vec<u64> = rows
+        .iter()
+        .filter(|r| r["scenario"] == "contended-procs")
+        .filter_map(|r| r["param"].as_u64())
+        .collect();
+    assert_eq!(counts, [8, 2], "process counts of the contended-procs rows");
     assert!(md.contains("Contended across processes"), "{md}");
     assert!(out.join("latency.svg").exists());
 }

@@ -98,7 +98,10 @@ async fn sqlite_a_tight_loop_lets_a_waiter_of_another_process_in() {
     let (a, b) = (Arc::new(a), Arc::new(b));
     let name = format!("tight-{}", &lock_core::backend::owner_token()[..8]);
     let wait = AcquireOptions::new().wait(Duration::from_secs(10));
-    let (cycles, stop) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicBool::new(false)));
+    let (cycles, stop) = (
+        Arc::new(AtomicU64::new(0)),
+        Arc::new(AtomicBool::new(false)),
+    );
     let looper = tokio::spawn({
         let (a, name, wait) = (Arc::clone(&a), name.clone(), wait.clone());
         let (cycles, stop) = (Arc::clone(&cycles), Arc::clone(&stop));

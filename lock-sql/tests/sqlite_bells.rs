@@ -84,11 +84,18 @@ async fn a_waiter_of_another_process_waits_on_the_bell_ahead_and_wakes_at_its_ri
         .expect("the queued client was not granted")
         .unwrap();
     let holder = holder_member(a, &name).await;
-    assert_eq!(bell_sockets(&holder), 1, "a holder that queued keeps its bell");
+    assert_eq!(
+        bell_sockets(&holder),
+        1,
+        "a holder that queued keeps its bell"
+    );
     // c queues behind the holder and waits on its bell: connected to it.
     let third = queued_waiter(a, c, &name, 1).await;
     assert!(
-        within(Duration::from_secs(5), || async { bell_sockets(&holder) >= 2 }).await,
+        within(Duration::from_secs(5), || async {
+            bell_sockets(&holder) >= 2
+        })
+        .await,
         "the waiter does not wait on the holder's bell"
     );
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -124,7 +131,10 @@ async fn a_cancelled_waiter_lets_its_bell_go() {
     assert_eq!(bell_sockets(&member), 1, "a queued waiter holds its bell");
     waiter.abort();
     assert!(
-        within(Duration::from_secs(3), || async { bell_sockets(&member) == 0 }).await,
+        within(Duration::from_secs(3), || async {
+            bell_sockets(&member) == 0
+        })
+        .await,
         "the cancelled waiter's bell is still there"
     );
     held.release().await.unwrap();
@@ -152,7 +162,10 @@ async fn a_first_try_that_joins_cancelled_anywhere_leaves_no_place() {
         let cancelled_after = Duration::from_micros(250 * step);
         let _ = tokio::time::timeout(cancelled_after, b.acquire(&name, &opts())).await;
         assert!(
-            within(Duration::from_secs(3), || async { queued(a, &name).await.is_empty() }).await,
+            within(Duration::from_secs(3), || async {
+                queued(a, &name).await.is_empty()
+            })
+            .await,
             "cancelled after {cancelled_after:?}: its place is still queued"
         );
     }

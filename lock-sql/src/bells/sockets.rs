@@ -30,10 +30,7 @@ pub(super) fn take(member: &str) -> Option<Held> {
     let listener = UnixListener::bind(address(member)).ok()?;
     let (stop, stopped) = oneshot::channel::<()>();
     let task = tokio::spawn(listen(listener, stopped));
-    Some(Held {
-        _stop: stop,
-        task,
-    })
+    Some(Held { _stop: stop, task })
 }
 
 /// Accepts whoever waits on the bell and keeps their connections open until `stopped` (the
@@ -136,7 +133,10 @@ mod tests {
             async move { wait(&member, Duration::from_secs(10)).await }
         });
         tokio::time::sleep(Duration::from_millis(50)).await;
-        assert!(!waiter.is_finished(), "the wait ended while the bell was held");
+        assert!(
+            !waiter.is_finished(),
+            "the wait ended while the bell was held"
+        );
         let rung = tokio::time::Instant::now();
         held.ring().await;
         let woke = tokio::time::timeout(Duration::from_secs(5), waiter)
