@@ -446,10 +446,13 @@ impl LockBackend for RowLock {
                 n.enable();
             }
             if try_now {
-                // A try with a bell names it to whoever waits behind us (`crate::bells`).
-                let owner = match &bell {
-                    Some(_) => bells::owner_for(&member),
-                    None => owner_token(),
+                // A try with a bell names it to whoever waits behind us (`crate::bells`);
+                // SQLite's queued tries name their member always: the won row's trigger takes
+                // the place out of the queue by it (`statements/sqlite.rs`).
+                let sqlite_queued = place.is_some() && self.client.cfg.dialect == Dialect::Sqlite;
+                let owner = match (&bell, sqlite_queued) {
+                    (Some(_), _) | (None, true) => bells::owner_for(&member),
+                    (None, false) => owner_token(),
                 };
                 let started = Instant::now();
                 let armed = self.cleanup(name, &owner);
@@ -464,7 +467,21 @@ impl LockBackend for RowLock {
                     }
                     (None, _) => Try::First,
                 };
-                match self.take(name, &owner, how, opts.ttl).await {
+                // The place a joining try may take is left however this future ends: armed
+                // before the try, as a cancel after the answer was sent but before this
+                // future read it would otherwise leave the place behind (as `join` does).
+                let joining =
+                    matches!(how, Try::FirstOrJoin(_)).then(|| self.leave_on_drop(name, &member));
+                let taken = self.take(name, &owner, how, opts.ttl).await;
+                let joined = match (&taken, joining) {
+                    (Ok(Taken::Joined(_)), joining) => joining,
+                    (_, Some(unused)) => {
+                        unused.disarm();
+                        None
+                    }
+                    (_, None) => None,
+                };
+                match taken {
                     Ok(Taken::Won(token)) => {
                         if let Some((queued, _)) = place.take() {
                             // The attempt left our place before answering (the acquiring
@@ -496,9 +513,8 @@ impl LockBackend for RowLock {
                     Ok(Taken::Lost) | Err(Failure::Busy) => armed.disarm(),
                     Ok(Taken::Joined(rung_by)) => {
                         armed.disarm();
-                        // Armed at once (no await since the answer): a cancel from here on
-                        // leaves the place.
-                        place = Some((self.leave_on_drop(name, &member), Instant::now()));
+                        let cleanup = joined.unwrap_or_else(|| self.leave_on_drop(name, &member));
+                        place = Some((cleanup, Instant::now()));
                         bell = rung_by;
                         self.queued_lately.note(name);
                         tracing::debug!("held by another client, or waiters are ahead: queued");

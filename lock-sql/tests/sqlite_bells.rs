@@ -107,6 +107,11 @@ async fn a_waiter_of_another_process_waits_on_the_bell_ahead_and_wakes_at_its_ri
         .expect("the waiter was not granted after the release")
         .unwrap();
     let took = released.elapsed();
+    // The winning write took the waiter's place out of the queue (a trigger), nothing after.
+    assert!(
+        queued(a, &name).await.is_empty(),
+        "the granted waiter's place is still queued"
+    );
     assert_eq!(
         bell_sockets(&holder),
         0,

@@ -118,6 +118,9 @@ mod tests {
         let member = lock_core::backend::owner_token();
         let owner = owner_for(&member);
         assert!(owner.len() <= 64, "{owner}");
+        // SQLite's won-row triggers recognise a queued owner by this shape (statements/sqlite.rs).
+        assert_eq!(owner.len(), 57, "{owner}");
+        assert_eq!(owner.as_bytes()[32], b'/', "{owner}");
         assert_eq!(member_of(&owner), Some(member.as_str()));
         assert_ne!(owner_for(&member), owner);
         assert_eq!(member_of(&lock_core::backend::owner_token()), None);

@@ -78,7 +78,8 @@ pub(crate) struct RowStatements {
     /// Leave the name's queue, sweeping its lapsed places too (binds: name, member).
     pub leave: String,
     /// Whether `acquire` itself leaves the queue when it wins (PostgreSQL: the same statement
-    /// deletes the winner's place; lapsed places go with the next `leave`). Elsewhere the winner
+    /// deletes the winner's place; SQLite: a trigger does, for a queued try's owner
+    /// `<member>/…`; lapsed places go with the next `leave`). Elsewhere the winner
     /// sends `leave` before its guard is handed out (MySQL: beside `bump`, on another
     /// connection). Either way no release can find the winner's place still ahead of the next
     /// waiter.

@@ -18,6 +18,14 @@ const SESSION: &[&str] = &[
     "PRAGMA synchronous = FULL",
 ];
 
+/// Whether the new row's owner names a queued member (`<32 hex>/<24 hex>`).
+const QUEUED_OWNER: &str = "length(NEW.owner) = 57 AND substr(NEW.owner, 33, 1) = '/'";
+
+/// The winner's place out of the queue (in a trigger on the lock table).
+fn won_leaves(t: &str) -> String {
+    format!("DELETE FROM {t}_waitq WHERE name = NEW.name AND member = substr(NEW.owner, 1, 32)")
+}
+
 pub(crate) fn client(t: &str) -> ClientStatements {
     let schema = [
         format!("CREATE TABLE IF NOT EXISTS {t} (name TEXT PRIMARY KEY NOT NULL, owner TEXT NOT NULL, fence INTEGER NOT NULL, expires_at INTEGER NOT NULL)"),
@@ -28,6 +36,11 @@ pub(crate) fn client(t: &str) -> ClientStatements {
         // The counter follows every token handed out, so tokens survive row deletion.
         format!("CREATE TRIGGER IF NOT EXISTS {t}_fence_ins AFTER INSERT ON {t} BEGIN UPDATE {t}_fence SET value = NEW.fence WHERE id = 1 AND value < NEW.fence; END"),
         format!("CREATE TRIGGER IF NOT EXISTS {t}_fence_upd AFTER UPDATE OF fence ON {t} BEGIN UPDATE {t}_fence SET value = NEW.fence WHERE id = 1 AND value < NEW.fence; END"),
+        // A queued try's owner is `<member>/<24 hex>` (`crate::bells::owner_for`): the row it
+        // wins (inserted, or an expired one taken over) takes its place out of the queue in
+        // the same write, instead of a second write waiting for the file again.
+        format!("CREATE TRIGGER IF NOT EXISTS {t}_won_ins AFTER INSERT ON {t} WHEN {QUEUED_OWNER} BEGIN {LEAVE}; END", LEAVE = won_leaves(t)),
+        format!("CREATE TRIGGER IF NOT EXISTS {t}_won_upd AFTER UPDATE OF owner ON {t} WHEN {QUEUED_OWNER} BEGIN {LEAVE}; END", LEAVE = won_leaves(t)),
     ]
     .into_iter()
     .map(|sql| Ddl { object: None, sql })
@@ -58,7 +71,8 @@ pub(crate) fn row(t: &str) -> RowStatements {
         acquire_first: acquire(super::queue::anyone(t, now, "?1")),
         enqueue: super::queue::enqueue_upsert(t, now, ["?1", "?2", "?3"], "ON CONFLICT (name, member) DO UPDATE SET expires_at = excluded.expires_at"),
         leave: super::queue::leave(t, now, "?1", "?2"),
-        acquire_leaves: false,
+        // By the triggers `<t>_won_ins` / `<t>_won_upd`, for a queued try's owner.
+        acquire_leaves: true,
         state: super::queue::state(t, now, "?1", "?2", true),
         positional: false,
         bump: None,
