@@ -865,6 +865,13 @@ impl RowLease {
     ) -> Result<Taken, Failure> {
         let name = self.name.as_str();
         let c = |e| classify(e, &self.label, Some(name));
+        // Our bell before our place, so whoever finds the place finds the bell held; and
+        // before the transaction, which holds the file's write lock from its first statement
+        // (let go at once if the try wins).
+        let bell = match &bells {
+            Some(bells) => bells.take(member).await,
+            None => None,
+        };
         let mut tx = crate::begin::begin(&self.pool, None).await.map_err(c)?;
         let row = sqlx::query(AssertSqlSafe(self.sql.acquire_first.as_str()))
             .bind(name)
@@ -880,11 +887,6 @@ impl RowLease {
             tx.commit().await.map_err(c)?;
             return Ok(Taken::Won(token as u64));
         }
-        // Our bell before our place: whoever finds the place finds the bell held.
-        let bell = match &bells {
-            Some(bells) => bells.take(member).await,
-            None => None,
-        };
         sqlx::query(AssertSqlSafe(self.sql.enqueue.as_str()))
             .bind(name)
             .bind(member)

@@ -18,9 +18,9 @@
 
 #![allow(unsafe_code)]
 
+use std::cell::Cell;
 use std::ffi::{c_char, c_int, c_void};
-use std::sync::OnceLock;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use libsqlite3_sys as ffi;
 
@@ -40,39 +40,42 @@ pub(crate) const STEPS: Steps = Steps {
 };
 
 impl Steps {
-    /// How long a writer has waited before its `count`-th retry (the handler's only record).
-    pub(crate) fn waited(&self, count: u32) -> Duration {
-        let shorts = count.min(self.short_for);
-        self.short * shorts + self.long * (count - shorts)
-    }
-
-    /// The sleep before retry `count`, or `None` once `timeout` has been waited.
-    pub(crate) fn next(&self, count: u32, timeout: Duration) -> Option<Duration> {
+    /// The sleep before retry `count` of a writer that has waited `waited` (by the clock),
+    /// or `None` once that reaches `timeout`.
+    pub(crate) fn next(&self, count: u32, waited: Duration, timeout: Duration) -> Option<Duration> {
         let step = match count < self.short_for {
             true => self.short,
             false => self.long,
         };
-        (self.waited(count) < timeout).then_some(step)
+        (waited < timeout).then_some(step)
     }
 }
 
-/// Registers `distlock_busy_steps` for every SQLite connection this process opens from now on (once per
-/// process; later calls return the first call's outcome).
+thread_local! {
+    /// When the current wait of this thread's connection began (sqlx runs each SQLite
+    /// connection on a thread of its own, and SQLite calls the handler on the thread that
+    /// runs the statement).
+    static WAIT_BEGAN: Cell<Option<Instant>> = const { Cell::new(None) };
+}
+
+/// Registers `distlock_busy_steps` for every SQLite connection this process opens from now
+/// on. Called at every connect: registering again is a no-op for SQLite, and registers anew
+/// after an application reset the auto-extensions (`sqlite3_reset_auto_extension`).
 ///
 /// # Errors
 /// SQLite's result code when it refused the hook.
 pub(crate) fn install() -> Result<(), c_int> {
-    static INSTALLED: OnceLock<c_int> = OnceLock::new();
     // SAFETY: `register` has the signature SQLite calls auto-extensions with and stays loaded
     // for the life of the process.
-    let rc = *INSTALLED.get_or_init(|| unsafe { ffi::sqlite3_auto_extension(Some(register)) });
+    let rc = unsafe { ffi::sqlite3_auto_extension(Some(register)) };
     match rc {
         ffi::SQLITE_OK => Ok(()),
         rc => Err(rc),
     }
 }
 
-/// Called by SQLite for each new connection: adds `distlock_busy_steps` to it.
+/// Called by SQLite for each new connection: adds `distlock_busy_steps` to it, callable only
+/// from top-level SQL (`SQLITE_DIRECTONLY`: not from a trigger or view of the database file).
 unsafe extern "C" fn register(
     db: *mut ffi::sqlite3,
     _err: *mut *mut c_char,
@@ -85,7 +88,7 @@ unsafe extern "C" fn register(
             db,
             c"distlock_busy_steps".as_ptr(),
             1,
-            ffi::SQLITE_UTF8,
+            ffi::SQLITE_UTF8 | ffi::SQLITE_DIRECTONLY,
             std::ptr::null_mut(),
             Some(set_handler),
             None,
@@ -117,10 +120,19 @@ unsafe extern "C" fn set_handler(
 }
 
 /// SQLite's busy callback: sleeps the next of [`STEPS`] and asks for a retry (non-zero), or
-/// gives up (zero) once the bound in `arg` (ms) has been waited.
+/// gives up (zero) once the bound in `arg` (ms) has passed by the clock since the wait's
+/// first call (`count` 0).
 unsafe extern "C" fn on_busy(arg: *mut c_void, count: c_int) -> c_int {
     let timeout = Duration::from_millis(arg as usize as u64);
-    match STEPS.next(u32::try_from(count).unwrap_or(0), timeout) {
+    let now = Instant::now();
+    let began = WAIT_BEGAN.with(|b| match (count, b.get()) {
+        (0, _) | (_, None) => {
+            b.set(Some(now));
+            now
+        }
+        (_, Some(began)) => began,
+    });
+    match STEPS.next(u32::try_from(count).unwrap_or(0), now - began, timeout) {
         Some(sleep) => {
             // The connection's own thread (sqlx runs each SQLite connection on one), as
             // SQLite's default handler sleeps there too.
@@ -136,18 +148,33 @@ mod tests {
     use super::*;
 
     #[test]
-    fn short_steps_first_then_long_ones_up_to_the_bound() {
+    fn short_steps_first_then_long_ones_up_to_the_bound_by_the_clock() {
         let s = STEPS;
-        assert_eq!(s.waited(0), Duration::ZERO);
-        assert_eq!(s.waited(20), Duration::from_millis(2));
-        assert_eq!(s.waited(21), Duration::from_millis(3));
         let bound = Duration::from_secs(10);
-        assert_eq!(s.next(0, bound), Some(Duration::from_micros(100)));
-        assert_eq!(s.next(19, bound), Some(Duration::from_micros(100)));
-        assert_eq!(s.next(20, bound), Some(Duration::from_millis(1)));
-        // 2 ms of short steps, then 9,998 one-millisecond steps make 10 s.
-        assert_eq!(s.next(20 + 9_997, bound), Some(Duration::from_millis(1)));
-        assert_eq!(s.next(20 + 9_998, bound), None);
-        assert_eq!(s.next(0, Duration::ZERO), None);
+        let ms = Duration::from_millis;
+        assert_eq!(s.next(0, ms(0), bound), Some(Duration::from_micros(100)));
+        assert_eq!(s.next(19, ms(2), bound), Some(Duration::from_micros(100)));
+        assert_eq!(s.next(20, ms(2), bound), Some(ms(1)));
+        assert_eq!(s.next(5_000, ms(9_999), bound), Some(ms(1)));
+        // However few steps were taken, the clock ends the wait.
+        assert_eq!(s.next(30, ms(10_000), bound), None);
+        assert_eq!(s.next(0, ms(0), Duration::ZERO), None);
+    }
+
+    #[test]
+    fn the_handler_gives_up_at_its_bound_by_the_clock() {
+        // A 5 ms bound: the handler retries, then gives up once 5 ms have passed (by the
+        // clock), whatever the number of calls.
+        let arg = 5usize as *mut c_void;
+        let began = Instant::now();
+        let mut count = 0;
+        // SAFETY: `on_busy` only reads its integer argument and sleeps.
+        while unsafe { on_busy(arg, count) } != 0 {
+            count += 1;
+            assert!(count < 1_000, "never gave up");
+        }
+        let took = began.elapsed();
+        assert!(took >= Duration::from_millis(5), "gave up after {took:?}");
+        assert!(count >= 1, "gave up at once");
     }
 }

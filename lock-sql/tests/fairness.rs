@@ -119,7 +119,12 @@ async fn sqlite_a_tight_loop_lets_a_waiter_of_another_process_in() {
     for round in 0..ROUNDS {
         // The loop runs before each round's waiter arrives.
         let from = cycles.load(Ordering::SeqCst);
+        let until = tokio::time::Instant::now() + Duration::from_secs(10);
         while cycles.load(Ordering::SeqCst) < from + 20 {
+            assert!(
+                !looper.is_finished() && tokio::time::Instant::now() < until,
+                "round {round}: the looping client stopped looping"
+            );
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
         let asked = cycles.load(Ordering::SeqCst);

@@ -10,6 +10,7 @@
 //! local process could listen on a name once its owner let it go, which delays whoever waits
 //! on it by at most its wait (a second, or the holder's lease), never decides who holds.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tokio::io::AsyncReadExt;
@@ -19,18 +20,53 @@ use tokio::task::JoinHandle;
 
 use super::BellWait;
 
+/// At most this many socket bells per process at once (each is a listening socket and a
+/// task): past it, a waiter does without (its followers poll it), as MySQL's bells do past
+/// their connections.
+const MOST_BELLS: usize = 256;
+
+/// At most this many waiters' connections kept per bell; one more is closed at once (that
+/// waiter hears a ring, looks, and polls this place).
+const MOST_WAITING: usize = 64;
+
+/// Socket bells held by this process now.
+static BELLS: AtomicUsize = AtomicUsize::new(0);
+
 /// The socket of `member`'s bell (a leading NUL: the abstract namespace).
 fn address(member: &str) -> String {
     format!("\0distlock-bell/{member}")
 }
 
 /// Takes `member`'s bell: listens on its socket until rung or dropped; `None` if the name is
-/// taken or the socket cannot be made.
+/// taken, the socket cannot be made, [`MOST_BELLS`] are held, or the runtime has no IO driver
+/// (tokio panics then; caught here, so a runtime built with timers only polls instead).
 pub(super) fn take(member: &str) -> Option<Held> {
-    let listener = UnixListener::bind(address(member)).ok()?;
+    if BELLS.fetch_add(1, Ordering::SeqCst) >= MOST_BELLS {
+        BELLS.fetch_sub(1, Ordering::SeqCst);
+        return None;
+    }
+    let count = Counted;
+    let address = address(member);
+    // Without an IO driver tokio panics (its message still reaches the panic hook, once per
+    // try: such runtimes are rare, and a process may run others that have one).
+    let bound = std::panic::catch_unwind(|| UnixListener::bind(address)).ok()?;
+    let listener = bound.ok()?;
     let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(listen(listener, stopped));
+    let task = tokio::spawn(async move {
+        let _count = count;
+        listen(listener, stopped).await;
+    });
     Some(Held { _stop: stop, task })
+}
+
+/// One of [`BELLS`], given back when dropped (with the bell's listener task, or at once when
+/// the bell could not be made).
+struct Counted;
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        BELLS.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// Accepts whoever waits on the bell and keeps their connections open until `stopped` (the
@@ -47,8 +83,10 @@ async fn listen(listener: UnixListener, mut stopped: oneshot::Receiver<()>) {
             arrival = listener.accept() => match arrival {
                 Ok((stream, _)) => {
                     waiting.retain(still_open);
-                    if let Ok(stream) = stream.into_std() {
-                        waiting.push(stream);
+                    if waiting.len() < MOST_WAITING {
+                        if let Ok(stream) = stream.into_std() {
+                            waiting.push(stream);
+                        }
                     }
                 }
                 // The listener itself failed: closing everything rings the bell early,
@@ -73,9 +111,17 @@ fn still_open(s: &std::os::unix::net::UnixStream) -> bool {
 }
 
 /// Waits, at most `within`, for `member`'s bell: connects and reads until the bell closes.
-/// No one listening (never taken, or let go) is a ring.
+/// No one listening (never taken, or let go) is a ring. In a task of its own, so that a
+/// runtime without an IO driver (tokio panics) makes this bell `Failed`, not the caller panic.
 pub(super) async fn wait(member: &str, within: Duration) -> BellWait {
-    let mut stream = match UnixStream::connect(address(member)).await {
+    let address = address(member);
+    tokio::spawn(async move { wait_at(address, within).await })
+        .await
+        .unwrap_or(BellWait::Failed)
+}
+
+async fn wait_at(address: String, within: Duration) -> BellWait {
+    let mut stream = match UnixStream::connect(address).await {
         Ok(s) => s,
         Err(e)
             if matches!(

@@ -101,9 +101,9 @@ pub(crate) async fn admit(
             .bind(ask.family)
     };
     // SQLite: one admission at a time per database file in this process. Its writers exclude
-    // each other anyway, but a blocked one waits in SQLite's busy handler, which sleeps in
-    // growing steps (up to 100 ms) instead of being woken: queueing here hands the write lock
-    // on at once.
+    // each other anyway, but a blocked one waits in the busy handler, which sleeps in steps
+    // (`crate::sqlite_busy`: 100 µs, then 1 ms) instead of being woken: queueing here hands
+    // the write lock on at once.
     let _one_writer = match client.cfg.dialect {
         Dialect::Sqlite => Some(sqlite_writer(client.cfg.driver_url()).lock_owned().await),
         _ => None,
