@@ -167,20 +167,29 @@ pub(crate) struct RowLock {
     wakeups: Wakeups,
     /// MySQL/MariaDB and SQLite: the bells waiters wait on across processes (`crate::bells`).
     bells: Option<Arc<Bells>>,
-    /// SQLite: the names this client queued for lately (their first tries join on losing).
-    queued_lately: RecentlyQueued,
+    /// SQLite: the names this client queued for lately (their first tries join on losing);
+    /// `None` for the dialects that do not read it.
+    queued_lately: Option<RecentlyQueued>,
 }
 
 impl RowLock {
     pub(crate) fn new(client: Arc<SqlClient>) -> Self {
         let sql = Arc::new(statements::row(client.cfg.dialect, &client.cfg.table));
         let bells = Bells::new(client.cfg.dialect, client.cfg.driver_url()).map(Arc::new);
+        let queued_lately = (client.cfg.dialect == Dialect::Sqlite).then(RecentlyQueued::default);
         RowLock {
             client,
             sql,
             wakeups: Wakeups::default(),
             bells,
-            queued_lately: RecentlyQueued::default(),
+            queued_lately,
+        }
+    }
+
+    /// Notes that an acquisition of `name` queued (SQLite only: see [`Try::FirstOrJoin`]).
+    fn note_queued(&self, name: &str) {
+        if let Some(q) = &self.queued_lately {
+            q.note(name);
         }
     }
 
@@ -266,10 +275,7 @@ impl RowLock {
         tokio::spawn(
             async move {
                 let joined = retrying(&label, &n, || async {
-                    sqlx::query(AssertSqlSafe(sql.enqueue.as_str()))
-                        .bind(&n)
-                        .bind(&m)
-                        .bind(ms(WAITER_TTL))
+                    enqueue_query(&sql, &n, &m)
                         .execute(&pool)
                         .await
                         .map(drop)
@@ -460,8 +466,7 @@ impl LockBackend for RowLock {
                 let how = match (&place, try_only) {
                     (Some(_), _) => Try::Queued(&member),
                     (None, false)
-                        if self.client.cfg.dialect == Dialect::Sqlite
-                            && self.queued_lately.lately(name) =>
+                        if self.queued_lately.as_ref().is_some_and(|q| q.lately(name)) =>
                     {
                         Try::FirstOrJoin(&member)
                     }
@@ -516,7 +521,7 @@ impl LockBackend for RowLock {
                         let cleanup = joined.unwrap_or_else(|| self.leave_on_drop(name, &member));
                         place = Some((cleanup, Instant::now()));
                         bell = rung_by;
-                        self.queued_lately.note(name);
+                        self.note_queued(name);
                         tracing::debug!("held by another client, or waiters are ahead: queued");
                     }
                     Err(Failure::Retry) => {
@@ -568,7 +573,7 @@ impl LockBackend for RowLock {
                     let cleanup = self.leave_on_drop(name, &member);
                     self.join(name, &member).await?;
                     place = Some((cleanup, Instant::now()));
-                    self.queued_lately.note(name);
+                    self.note_queued(name);
                     // The look below follows at once, so a release in between is not missed.
                     tracing::debug!("held by another client, or waiters are ahead: queued");
                 }
@@ -692,6 +697,17 @@ impl LockBackend for RowLock {
     }
 }
 
+/// A statement bound for the row statements of a dialect.
+type SqlQuery<'a> = sqlx::query::Query<'a, sqlx::Any, sqlx::any::AnyArguments>;
+
+/// Joins the queue of `name` as `member`, or refreshes that place (its lease: [`WAITER_TTL`]).
+fn enqueue_query<'a>(sql: &'a RowStatements, name: &'a str, member: &'a str) -> SqlQuery<'a> {
+    sqlx::query(AssertSqlSafe(sql.enqueue.as_str()))
+        .bind(name)
+        .bind(member)
+        .bind(ms(WAITER_TTL))
+}
+
 /// Runs `f` again after a deadlock or a busy database (fresh statements, 0–5 ms apart, at most
 /// [`MAX_RETRIES`] times); other errors are returned at once.
 async fn retrying<T, F, Fut>(label: &str, name: &str, f: F) -> Result<T, LockError>
@@ -798,23 +814,30 @@ impl RowLease {
     /// Takes the lock if the row is absent or expired and no live waiter is queued ahead of
     /// `member`'s place (`None`: no place, so any live waiter is ahead; see
     /// `statements/queue.rs`): `Some(token)` if we now hold it.
-    async fn take(&self, ttl: Duration, member: Option<&str>) -> Result<Option<u64>, Failure> {
+    /// The acquiring statement as `member`'s place (`None`: without one, every live place is
+    /// ahead), bound for this lease's name and owner.
+    fn acquire_query<'a>(&'a self, ttl: Duration, member: Option<&'a str>) -> SqlQuery<'a> {
         let name = self.name.as_str();
-        let c = |e| classify(e, &self.label, Some(name));
         let text = match member {
             Some(_) => &self.sql.acquire,
             None => &self.sql.acquire_first,
         };
         let q = sqlx::query(AssertSqlSafe(text.as_str()))
             .bind(name)
-            .bind(&self.owner)
+            .bind(self.owner.as_str())
             .bind(ms(ttl));
-        let q = match (member, self.sql.positional) {
+        match (member, self.sql.positional) {
             (Some(m), true) => q.bind(name).bind(m).bind(name).bind(m),
             (Some(m), false) => q.bind(m),
             (None, true) => q.bind(name),
             (None, false) => q,
-        };
+        }
+    }
+
+    async fn take(&self, ttl: Duration, member: Option<&str>) -> Result<Option<u64>, Failure> {
+        let name = self.name.as_str();
+        let c = |e| classify(e, &self.label, Some(name));
+        let q = self.acquire_query(ttl, member);
         let Some(bump) = &self.sql.bump else {
             // The acquiring statement returns the token of a won row.
             let row = q.fetch_optional(&self.pool).await.map_err(c)?;
@@ -873,10 +896,8 @@ impl RowLease {
             None => None,
         };
         let mut tx = crate::begin::begin(&self.pool, None).await.map_err(c)?;
-        let row = sqlx::query(AssertSqlSafe(self.sql.acquire_first.as_str()))
-            .bind(name)
-            .bind(&self.owner)
-            .bind(ms(ttl))
+        let row = self
+            .acquire_query(ttl, None)
             .fetch_optional(&mut *tx)
             .await
             .map_err(c)?;
@@ -887,10 +908,7 @@ impl RowLease {
             tx.commit().await.map_err(c)?;
             return Ok(Taken::Won(token as u64));
         }
-        sqlx::query(AssertSqlSafe(self.sql.enqueue.as_str()))
-            .bind(name)
-            .bind(member)
-            .bind(ms(WAITER_TTL))
+        enqueue_query(&self.sql, name, member)
             .execute(&mut *tx)
             .await
             .map_err(c)?;
