@@ -21,10 +21,10 @@ const SESSION: &[&str] = &[
 /// Whether the new row's owner names a queued member (`<32 hex>/<24 hex>`).
 const QUEUED_OWNER: &str = "length(NEW.owner) = 57 AND substr(NEW.owner, 33, 1) = '/'";
 
-/// The winner's place out of the queue, and the name's lapsed places with it, as `leave` does
-/// (in a trigger on the lock table).
+/// The winner's place out of the queue, and the name's lapsed places with it: `leave` for the
+/// member the new row's owner names (in a trigger on the lock table).
 fn won_leaves(t: &str) -> String {
-    format!("DELETE FROM {t}_waitq WHERE name = NEW.name AND (member = substr(NEW.owner, 1, 32) OR expires_at <= {NOW_MS})")
+    super::queue::leave(t, NOW_MS, "NEW.name", "substr(NEW.owner, 1, 32)")
 }
 
 pub(crate) fn client(t: &str) -> ClientStatements {
