@@ -81,12 +81,20 @@ pg_bin() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1; }
 # --- helpers ---------------------------------------------------------------------------------
 alive() { [ -n "${1:-}" ] && kill -0 "$1" 2>/dev/null; }
 pidof_file() { [ -f "$1" ] && cat "$1" 2>/dev/null || true; }
+# ours PID TEXT: PID is alive and its command line holds TEXT (its config path, its port). A pid
+# file outlives its process, and with pid_max at 32768 a long day of builds and tests hands that
+# pid to another process: that one is neither "our instance, already up" nor ours to kill.
+ours() { alive "${1:-}" && tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | grep -qF -- "$2"; }
+# resumed PID: wakes an instance that a fault test paused (SIGSTOP) and could not resume because
+# the run ended first; a paused store is alive but answers nothing.
+resumed() { kill -CONT "$1" 2>/dev/null || true; }
 
 wait_until() { # wait_until DESCRIPTION LOGFILE COMMAND…
   local what=$1 logf=$2; shift 2
   local deadline=$((SECONDS + WAIT_SECS))
   until "$@" >/dev/null 2>&1; do
     if [ "$SECONDS" -ge "$deadline" ]; then
+      [ -f "$logf" ] && tail -n 25 "$logf" | sed 's/^/  | /' >&2
       die "$what did not answer within ${WAIT_SECS}s; see $logf"
     fi
     sleep 0.2
@@ -117,7 +125,12 @@ redis_start() {
   local port=$1 d="$DIR/redis-$1"
   ensure_pkg redis-server redis-server
   mkdir -p "$d"
-  if alive "$(pidof_file "$(redis_pidfile "$port")")" && redis_ok "$port"; then redis_acl "$port"; return 0; fi
+  local pid; pid=$(pidof_file "$(redis_pidfile "$port")")
+  if ours "$pid" ":$port"; then
+    resumed "$pid"
+    if redis_ok "$port"; then redis_acl "$port"; return 0; fi
+    kill -9 "$pid" 2>/dev/null || true
+  fi
   rm -f "$(redis_pidfile "$port")"
   local extra=()
   [ "$port" = "$REDIS_REPLICA_PORT" ] && extra=(--replicaof 127.0.0.1 "$REDIS_PORT")
@@ -141,13 +154,20 @@ redis_acl() { # A user that must give its password (the default has none), for t
 }
 redis_stop() {
   local pid; pid=$(pidof_file "$(redis_pidfile "$1")")
-  if alive "$pid"; then kill -9 "$pid" 2>/dev/null || true; fi
+  if ours "$pid" ":$1"; then kill -9 "$pid" 2>/dev/null || true; fi
   rm -f "$(redis_pidfile "$1")"
 }
 
 # --- ZooKeeper -------------------------------------------------------------------------------
 ZK_HOME=/usr/share/zookeeper
 zk_dir() { echo "$DIR/zk-$1"; }
+# Debian's zookeeper.jar logs through slf4j with no binding (it prints nothing); slf4j-simple, when
+# present, sends warnings and errors (a peer it cannot reach, an election going round) to zk.out.
+zk_classpath() {
+  local cp="/etc/zookeeper/conf:/usr/share/java/zookeeper.jar"
+  [ -f /usr/share/java/slf4j-simple.jar ] && cp="$cp:/usr/share/java/slf4j-simple.jar"
+  echo "$cp"
+}
 zk_write_cfg() { # zk_write_cfg PORT [ENSEMBLE_INDEX]
   local port=$1 idx=${2:-} d; d=$(zk_dir "$1")
   mkdir -p "$d/data" "$d/logs"
@@ -182,14 +202,15 @@ zk_start() { # zk_start PORT [ENSEMBLE_INDEX]
   # Curator and a JDK for the LeaderLatch interop test (tests/curator_election.rs).
   ensure_pkg javac default-jdk-headless
   ensure_pkg /usr/share/java/curator-recipes.jar libcurator-recipes-java
-  if alive "$(pidof_file "$d/zk.pid")"; then return 0; fi
+  local pid; pid=$(pidof_file "$d/zk.pid")
+  if ours "$pid" "$d/zoo.cfg"; then resumed "$pid"; return 0; fi
   zk_write_cfg "$@"
   # Start the JVM directly (as zkServer.sh would) so the pid is the JVM's and nothing opens JMX.
-  local cp="/etc/zookeeper/conf:/usr/share/java/zookeeper.jar"
+  local cp; cp=$(zk_classpath)
   (
     cd "$d"
     setsid nohup java -Xmx256m -Dzookeeper.log.dir="$d/logs" \
-      -Dzookeeper.jmx.log4j.disable=true -cp "$cp" \
+      -Dzookeeper.jmx.log4j.disable=true -Dorg.slf4j.simpleLogger.defaultLogLevel=warn -cp "$cp" \
       org.apache.zookeeper.server.quorum.QuorumPeerMain "$d/zoo.cfg" >"$d/logs/zk.out" 2>&1 </dev/null &
     echo $! >"$d/zk.pid"
   )
@@ -197,7 +218,7 @@ zk_start() { # zk_start PORT [ENSEMBLE_INDEX]
 zk_wait() { wait_until "zookeeper on $1" "$(zk_dir "$1")/logs/zk.out" zk_ok "$1"; }
 zk_stop() {
   local d pid; d=$(zk_dir "$1"); pid=$(pidof_file "$d/zk.pid")
-  if alive "$pid"; then kill -9 "$pid" 2>/dev/null || true; fi
+  if ours "$pid" "$d/zoo.cfg"; then kill -9 "$pid" 2>/dev/null || true; fi
   rm -f "$d/zk.pid"
 }
 
@@ -242,7 +263,8 @@ zkns_start() { # zkns_start N
   local n=$1 d; d=$(zkns_dir "$1")
   ensure_pkg "$ZK_HOME/bin/zkServer.sh" zookeeper
   ensure_pkg java default-jre-headless
-  if alive "$(pidof_file "$d/zk.pid")"; then return 0; fi
+  local pid; pid=$(pidof_file "$d/zk.pid")
+  if ours "$pid" "$d/zoo.cfg"; then resumed "$pid"; return 0; fi
   mkdir -p "$d/data" "$d/logs"
   echo "$n" >"$d/data/myid"
   {
@@ -255,14 +277,14 @@ zkns_start() { # zkns_start N
   (
     cd "$d"
     ip netns exec "$NETNS_PREFIX$n" setsid nohup java -Xmx256m -Dzookeeper.log.dir="$d/logs" \
-      -Dzookeeper.jmx.log4j.disable=true -cp "/etc/zookeeper/conf:/usr/share/java/zookeeper.jar" \
+      -Dzookeeper.jmx.log4j.disable=true -Dorg.slf4j.simpleLogger.defaultLogLevel=warn -cp "$(zk_classpath)" \
       org.apache.zookeeper.server.quorum.QuorumPeerMain "$d/zoo.cfg" >"$d/logs/zk.out" 2>&1 </dev/null &
     echo $! >"$d/zk.pid"
   )
 }
 zkns_stop() {
   local d pid; d=$(zkns_dir "$1"); pid=$(pidof_file "$d/zk.pid")
-  if alive "$pid"; then kill -9 "$pid" 2>/dev/null || true; fi
+  if ours "$pid" "$d/zoo.cfg"; then kill -9 "$pid" 2>/dev/null || true; fi
   rm -f "$d/zk.pid"
 }
 # netns-cut A B / netns-heal A B: drop everything between members A and B (both directions).
@@ -340,7 +362,8 @@ my_up() {
     mariadb-install-db --no-defaults --datadir="$MY_DIR/data" --user=root --auth-root-authentication-method=normal \
       --skip-test-db >"$DIR/mysql-install.log" 2>&1 || die "mariadb-install-db failed; see $DIR/mysql-install.log"
   fi
-  if ! alive "$(pidof_file "$MY_DIR/data/mariadbd.pid")"; then
+  local pid; pid=$(pidof_file "$MY_DIR/data/mariadbd.pid")
+  if ours "$pid" "--datadir=$MY_DIR/data"; then resumed "$pid"; else
     setsid nohup mariadbd --no-defaults --datadir="$MY_DIR/data" --port="$MYSQL_PORT" --bind-address=127.0.0.1 \
       --socket="$MY_DIR/mysqld.sock" --pid-file="$MY_DIR/data/mariadbd.pid" --user=root \
       --max-connections=3000 --innodb-flush-log-at-trx-commit=2 --innodb-buffer-pool-size=128M \
@@ -360,8 +383,8 @@ my_up() {
 }
 my_down() {
   local pid; pid=$(pidof_file "$MY_DIR/data/mariadbd.pid")
-  if alive "$pid"; then
-    kill "$pid" 2>/dev/null || true
+  if ours "$pid" "--datadir=$MY_DIR/data"; then
+    resumed "$pid"; kill "$pid" 2>/dev/null || true
     local i; for i in $(seq 1 100); do alive "$pid" || break; sleep 0.2; done
     alive "$pid" && kill -9 "$pid" 2>/dev/null || true
   fi
@@ -379,7 +402,8 @@ etcd_start() { # etcd_start CLIENT_PORT (a cluster member when it is one of ETCD
   ensure_pkg etcd etcd-server
   ensure_pkg etcdctl etcd-client
   mkdir -p "$d"
-  if alive "$(pidof_file "$d/etcd.pid")"; then return 0; fi
+  local pid; pid=$(pidof_file "$d/etcd.pid")
+  if ours "$pid" "--data-dir $d/data"; then resumed "$pid"; return 0; fi
   local cluster="etcd-$port=http://127.0.0.1:$((port + 1))" token="distlock-etcd-$port" p
   if etcd_is_member "$port"; then
     cluster=$(for p in "${ETCD_CLUSTER_PORTS[@]}"; do printf 'etcd-%s=http://127.0.0.1:%s,' "$p" $((p + 1)); done | sed 's/,$//')
@@ -400,8 +424,8 @@ etcd_start() { # etcd_start CLIENT_PORT (a cluster member when it is one of ETCD
 etcd_wait() { wait_until "etcd on $1" "$(etcd_dir "$1")/etcd.log" etcd_ok "$1"; }
 etcd_stop() {
   local d pid; d=$(etcd_dir "$1"); pid=$(pidof_file "$d/etcd.pid")
-  if alive "$pid"; then
-    kill "$pid" 2>/dev/null || true
+  if ours "$pid" "--data-dir $d/data"; then
+    resumed "$pid"; kill "$pid" 2>/dev/null || true
     local i; for i in $(seq 1 50); do alive "$pid" || break; sleep 0.1; done
     alive "$pid" && kill -9 "$pid" 2>/dev/null || true
   fi
