@@ -244,6 +244,16 @@ impl SqlClient {
     }
 }
 
+/// Runs `ddl`, a `CREATE … IF NOT EXISTS`: another client creating the same object at the same
+/// moment is no error (PostgreSQL reports that race as a unique violation on its catalog,
+/// `IF NOT EXISTS` notwithstanding; `tests/schema_races.rs`).
+pub(crate) async fn create_if_missing(pool: &AnyPool, ddl: &str) -> Result<(), sqlx::Error> {
+    match sqlx::query(AssertSqlSafe(ddl)).execute(pool).await {
+        Err(e) if !already_exists(&e) => Err(e),
+        _ => Ok(()),
+    }
+}
+
 /// Whether a DDL error says a concurrent creator got there first.
 fn already_exists(e: &sqlx::Error) -> bool {
     match e {

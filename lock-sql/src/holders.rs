@@ -78,8 +78,7 @@ impl HolderStatements {
         match write().await {
             Ok(_) => Ok(()),
             Err(e) if is_missing_table(&e) => {
-                sqlx::query(AssertSqlSafe(self.create.as_str()))
-                    .execute(pool)
+                crate::client::create_if_missing(pool, &self.create)
                     .await
                     .map_err(|e| map(e, label, Some(name)))?;
                 write()

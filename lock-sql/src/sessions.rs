@@ -134,8 +134,7 @@ impl SessionStatements {
         match write().await {
             Ok(_) => {}
             Err(e) if crate::holders::is_missing_table(&e) => {
-                sqlx::query(AssertSqlSafe(self.create.as_str()))
-                    .execute(pool)
+                crate::client::create_if_missing(pool, &self.create)
                     .await
                     .map_err(m)?;
                 write().await.map_err(m)?;

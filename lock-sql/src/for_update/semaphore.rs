@@ -61,8 +61,7 @@ impl ForUpdateSemaphore {
             .create_schema(&statements::client(d, Mode::ForUpdate, &gate))
             .await?;
         let sql = statements::slots(d, t).ok_or_else(|| unavailable(d))?;
-        sqlx::query(AssertSqlSafe(sql.create.as_str()))
-            .execute(&client.pool)
+        crate::client::create_if_missing(&client.pool, &sql.create)
             .await
             .map_err(|e| map(e, &client.label, None))?;
         let on = |sql, tag, gate| ForUpdateLock::on(Arc::clone(client), sql, (tag, None), gate);
