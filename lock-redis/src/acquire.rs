@@ -280,6 +280,7 @@ pub(crate) async fn acquire<R: Rounds>(
                     );
                     continue;
                 };
+                let plain_after_round = plain_wakeups(waits);
                 let until_expiry = if pttl_ms >= 0 {
                     Duration::from_millis(pttl_ms as u64) + random_up_to(Duration::from_millis(3))
                 } else {
@@ -301,7 +302,7 @@ pub(crate) async fn acquire<R: Rounds>(
                     _ = deadline.sleep(nap) => {}
                 }
                 // Handed the lock by the releases that woke us: no round needed.
-                let grants = gather_grants(waits, &seen, rounds.quorum()).await;
+                let grants = gather_grants(waits, &seen, plain_after_round, rounds.quorum()).await;
                 if let Some(fences) = one_release(&grants, rounds.quorum()) {
                     granted = rounds
                         .settle_grants(&bid, &fences)
@@ -326,8 +327,18 @@ const GRANT_GATHER: Duration = Duration::from_millis(50);
 /// at least [`WAITER_TTL`] from the round's start. An older grant (one that landed while the
 /// round was on its way, and lapsed or was taken back) is dropped. Once some nodes granted in
 /// one release and fewer than `quorum`, the others' messages are awaited for up to
-/// [`GRANT_GATHER`].
-async fn gather_grants(waits: &[Waiting], seen: &[u64], quorum: usize) -> Vec<Option<Grant>> {
+/// [`GRANT_GATHER`] — unless a wake-up without a grant came since the round
+/// (`plain_after_round`: [`plain_wakeups`] when it returned): a node then says the lock is free
+/// there with us at the head, so a round now takes it (with the nodes that granted us) rather
+/// than waiting for grants the release may never send (it granted us only where we were
+/// queued; where it found nobody queued it freed the lock and woke everyone, and another
+/// client's failed round undoing itself there wakes the head).
+async fn gather_grants(
+    waits: &[Waiting],
+    seen: &[u64],
+    plain_after_round: u64,
+    quorum: usize,
+) -> Vec<Option<Grant>> {
     let mut grants = vec![None; waits.len()];
     let take = |grants: &mut Vec<Option<Grant>>| {
         for ((g, w), &s) in grants.iter_mut().zip(waits).zip(seen) {
@@ -339,7 +350,11 @@ async fn gather_grants(waits: &[Waiting], seen: &[u64], quorum: usize) -> Vec<Op
     };
     let mut have = take(&mut grants);
     let until = Instant::now() + GRANT_GATHER;
-    while have > 0 && have < quorum && Instant::now() < until {
+    while have > 0
+        && have < quorum
+        && Instant::now() < until
+        && plain_wakeups(waits) == plain_after_round
+    {
         let woken =
             futures::future::select_all(waits.iter().map(|w| Box::pin(w.wake.notify.notified())));
         tokio::select! {
@@ -349,6 +364,11 @@ async fn gather_grants(waits: &[Waiting], seen: &[u64], quorum: usize) -> Vec<Op
         have = take(&mut grants);
     }
     grants
+}
+
+/// How many wake-ups without a grant reached these waits so far (all nodes).
+fn plain_wakeups(waits: &[Waiting]) -> u64 {
+    waits.iter().map(|w| w.wake.plain_wakeups()).sum()
 }
 
 /// The release that granted us on the most nodes, and on how many.

@@ -10,6 +10,7 @@
 //! and the next registration opens a new one.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -49,6 +50,10 @@ pub(crate) struct Wake {
     pub notify: Notify,
     /// The last grant a release handed this waiter, not yet taken.
     granted: Mutex<Option<Grant>>,
+    /// How many messages woke this waiter without a grant (one naming it, or an empty one):
+    /// each says the lock is free on that node with nobody ahead of it, so a round would take
+    /// that node now.
+    plain: AtomicU64,
 }
 
 impl Wake {
@@ -59,6 +64,16 @@ impl Wake {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .take()
+    }
+
+    /// How many wake-ups without a grant reached this waiter so far.
+    pub(crate) fn plain_wakeups(&self) -> u64 {
+        self.plain.load(Ordering::SeqCst)
+    }
+
+    fn wake_plain(&self) {
+        self.plain.fetch_add(1, Ordering::SeqCst);
+        self.notify.notify_one();
     }
 }
 
@@ -257,14 +272,15 @@ impl Subscriber {
                     // one naming another client's waiter wakes nobody here (a departed head's
                     // entry expires and the heartbeat re-checks).
                     match waiters.get(next) {
-                        Some(w) => {
-                            if let Some(grant) = granted {
+                        Some(w) => match granted {
+                            Some(grant) => {
                                 *w.granted.lock().unwrap_or_else(|p| p.into_inner()) = Some(grant);
+                                w.notify.notify_one();
                             }
-                            w.notify.notify_one();
-                        }
+                            None => w.wake_plain(),
+                        },
                         None if next.is_empty() => {
-                            waiters.values().for_each(|w| w.notify.notify_one());
+                            waiters.values().for_each(|w| w.wake_plain());
                         }
                         None => {}
                     }
