@@ -332,7 +332,12 @@ const GRANT_GATHER: Duration = Duration::from_millis(50);
 /// there with us at the head, so a round now takes it (with the nodes that granted us) rather
 /// than waiting for grants the release may never send (it granted us only where we were
 /// queued; where it found nobody queued it freed the lock and woke everyone, and another
-/// client's failed round undoing itself there wakes the head).
+/// client's failed round undoing itself there wakes the head), and unless a grant came that
+/// cannot be counted (a node our round undid grants us: the key there may be ours, but its
+/// counter is unknown; seen in the same benchmark as a head holding a quorum of masters
+/// unknowingly for 50 ms while the other process waited), and only while the nodes that listed
+/// us can still make a quorum (the round's undone nodes were freed by the undo itself and send
+/// no grant: seen there as a head gathering 50 ms beside two free masters).
 async fn gather_grants(
     waits: &[Waiting],
     seen: &[u64],
@@ -340,18 +345,36 @@ async fn gather_grants(
     quorum: usize,
 ) -> Vec<Option<Grant>> {
     let mut grants = vec![None; waits.len()];
-    let take = |grants: &mut Vec<Option<Grant>>| {
+    // Whether a grant came that cannot be counted: from a node our round undid (its counter
+    // unknown), or drawn before the round saw that node. Either way the key may hold our token
+    // there now, which a round takes at once.
+    let mut uncounted = false;
+    let mut take = |grants: &mut Vec<Option<Grant>>| {
         for ((g, w), &s) in grants.iter_mut().zip(waits).zip(seen) {
-            if let Some(grant) = w.wake.take_grant().filter(|g| g.fence > s) {
-                *g = Some(grant);
+            match w.wake.take_grant() {
+                Some(grant) if grant.fence > s => *g = Some(grant),
+                Some(_) => uncounted = true,
+                None => {}
             }
         }
-        largest_release(grants).map_or(0, |(_, n)| n)
+        (largest_release(grants).map_or(0, |(_, n)| n), uncounted)
     };
-    let mut have = take(&mut grants);
+    // Only a node where the round found the lock held (it listed us there, `seen` known) can
+    // still grant us in this release; nodes it won and undid, or that did not answer, cannot.
+    let reachable = |grants: &[Option<Grant>], have: usize| {
+        have + grants
+            .iter()
+            .zip(seen)
+            .filter(|(g, &s)| g.is_none() && s != u64::MAX)
+            .count()
+            >= quorum
+    };
+    let (mut have, mut stop) = take(&mut grants);
     let until = Instant::now() + GRANT_GATHER;
     while have > 0
         && have < quorum
+        && !stop
+        && reachable(&grants, have)
         && Instant::now() < until
         && plain_wakeups(waits) == plain_after_round
     {
@@ -361,7 +384,7 @@ async fn gather_grants(
             _ = woken => {}
             _ = tokio::time::sleep_until(until) => {}
         }
-        have = take(&mut grants);
+        (have, stop) = take(&mut grants);
     }
     grants
 }
