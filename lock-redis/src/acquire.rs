@@ -345,15 +345,17 @@ async fn gather_grants(
     quorum: usize,
 ) -> Vec<Option<Grant>> {
     let mut grants = vec![None; waits.len()];
-    // Whether a grant came that cannot be counted: from a node our round undid (its counter
-    // unknown), or drawn before the round saw that node. Either way the key may hold our token
-    // there now, which a round takes at once.
+    // Whether a grant came that cannot be counted from a node our round undid (its counter
+    // unknown): the key there may hold our token now, which a round takes at once. (A grant
+    // at or below a counter the round did see was drawn before the round looked, when the key
+    // was not ours: void, and no reason to stop.)
     let mut uncounted = false;
     let mut take = |grants: &mut Vec<Option<Grant>>| {
         for ((g, w), &s) in grants.iter_mut().zip(waits).zip(seen) {
             match w.wake.take_grant() {
                 Some(grant) if grant.fence > s => *g = Some(grant),
-                Some(_) => uncounted = true,
+                Some(_) if s == u64::MAX => uncounted = true,
+                Some(_) => {}
                 None => {}
             }
         }
