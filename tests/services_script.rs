@@ -9,11 +9,15 @@
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Output};
 use std::time::Duration;
+
+use support::procs;
 
 fn script() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/services.sh")
@@ -55,23 +59,12 @@ fn pid_of(name: &str) -> i32 {
 }
 
 fn alive(pid: i32) -> bool {
-    // A killed process waits as a zombie until whoever adopted it reaps it: that one is dead.
-    let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let zombie = state
-        .rsplit_once(") ")
-        .is_some_and(|(_, rest)| rest.starts_with('Z'));
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok() && !zombie
+    !procs::gone(pid)
 }
 
 /// Whether `pid` is gone within 5 s (SIGKILL takes effect asynchronously).
 fn gone(pid: i32) -> bool {
-    for _ in 0..50 {
-        if !alive(pid) {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    false
+    procs::poll(Duration::from_secs(5), || procs::gone(pid).then_some(())).is_some()
 }
 
 /// ZooKeeper's `ruok`, with a bounded wait.
