@@ -20,8 +20,9 @@ use crate::redlock::Redlock;
 use crate::single::Single;
 use crate::subscriber::Subscriber;
 
-/// A Redis lock client: one reconnecting connection and one lazily opened pub/sub connection
-/// per node.
+/// A Redis lock client: one reconnecting connection per node, and the process's lazily opened
+/// pub/sub connection per node (shared with the process's other clients of that node on the
+/// same runtime).
 ///
 /// Holds on to one server or a Redlock quorum, chosen by [`RedisConfig::topology`] at
 /// [`RedisLock::connect`]; every acquisition runs the same loop over that topology's rounds.
@@ -76,7 +77,8 @@ impl RedisLock {
         let subscribers = store
             .nodes()
             .iter()
-            .map(|n| Arc::new(Subscriber::new(n.addr())))
+            .enumerate()
+            .map(|(i, n)| Subscriber::shared(&cfg.node_url(i), n.addr()))
             .collect();
         Ok(RedisLock {
             cfg,

@@ -18,11 +18,11 @@
 //! server clock does not go backwards past the last token).
 //!
 //! # Waiting and fairness
-//! Waiters do not poll. Each client keeps ONE pub/sub connection per node; a release wakes the
-//! waiter at the head of a FIFO queue kept in Redis beside the lock (`{key}\0queue`), and only
-//! the head may take a free lock while live waiters are queued — so a releasing client cannot
-//! barge ahead of waiters (try_acquire also yields to queued waiters). Waiters refresh their
-//! place every second (a departed waiter's place lapses after 3 s; a cancelled or timed-out
+//! Waiters do not poll. The clients of a process share ONE pub/sub connection per node (and
+//! runtime); a release wakes the waiter at the head of a FIFO queue kept in Redis beside the
+//! lock (`{key}\0queue`), and only the head may take a free lock while live waiters are queued —
+//! so a releasing client cannot barge ahead of waiters (try_acquire also yields to queued
+//! waiters). Waiters refresh their place every second (a departed waiter's place lapses after 3 s; a cancelled or timed-out
 //! waiter leaves at once) and otherwise sleep until the holder's lease runs out.
 //!
 //! # Redlock (`redlock://h1:p1,h2:p2,h3:p3`)

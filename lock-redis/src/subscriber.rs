@@ -1,8 +1,9 @@
-//! [`Subscriber`]: ONE pub/sub connection per client and node, fanning release messages out to
-//! the waiters of each lock. A release message carries the token of the next queued waiter, so
-//! only that waiter is woken (an empty message — no queue — wakes every local waiter of the lock);
-//! a holder's release also carries the fencing token it granted that waiter on this node
-//! (`<member>\t<fence>`, `lua/release.lua`), which the waiter finds in [`Wake::take_grant`].
+//! [`Subscriber`]: ONE pub/sub connection per node, shared by every client of the process on
+//! one runtime ([`Subscriber::shared`]), fanning release messages out to the waiters of each
+//! lock. A release message carries the token of the next queued waiter, so only that waiter is
+//! woken (an empty message — no queue — wakes every local waiter of the lock); a holder's
+//! release also carries the fencing token it granted that waiter on this node (`<member>\t<fence>`,
+//! `lua/release.lua`), which the waiter finds in [`Wake::take_grant`].
 //! Channels are subscribed while someone waits on them and for [`LINGER`] after the last one
 //! left: a waiter that comes back within it joins the live subscription before it looks at the
 //! lock ([`Subscriber::join_if_subscribed`]), so it needs no `SUBSCRIBE` and no second look
@@ -11,7 +12,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -161,7 +162,38 @@ impl Drop for Waiting {
     }
 }
 
+/// The subscribers in use in this process, by connection URL and runtime (see
+/// [`Subscriber::shared`]).
+type InUse = Mutex<HashMap<(String, tokio::runtime::Id), Weak<Subscriber>>>;
+
+static IN_USE: std::sync::OnceLock<InUse> = std::sync::OnceLock::new();
+
 impl Subscriber {
+    /// The subscriber every client of this process shares for the server at `url` (the whole
+    /// connection URL, credentials included) on the current runtime, made (`server`:
+    /// `host:port`, for logs) if none is in use: a release message then reaches a process
+    /// once per server however many clients wait there, not once per client (8 clients of one
+    /// process each read, parsed and dropped every message meant for one of them). Per runtime,
+    /// because the connection's reader is a task of the runtime it started on and ends with
+    /// it. Outside a runtime, a subscriber of its own.
+    pub(crate) fn shared(url: &str, server: &str) -> Arc<Self> {
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return Arc::new(Subscriber::new(server));
+        };
+        let mut in_use = IN_USE
+            .get_or_init(InUse::default)
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        in_use.retain(|_, s| s.strong_count() > 0);
+        let key = (url.to_owned(), rt.id());
+        if let Some(s) = in_use.get(&key).and_then(Weak::upgrade) {
+            return s;
+        }
+        let s = Arc::new(Subscriber::new(server));
+        in_use.insert(key, Arc::downgrade(&s));
+        s
+    }
+
     /// A subscriber for the server at `server` (`host:port`); connects on first use.
     pub(crate) fn new(server: &str) -> Self {
         Subscriber {

@@ -2,7 +2,8 @@
 //! last waiter there stopped waiting: a waiter that comes back within it registers on the live
 //! subscription before it looks at the lock, so it sends one round and waits — no `SUBSCRIBE`,
 //! no second look. A channel nobody waits on is unsubscribed once the linger has passed, so
-//! subscriptions never pile up.
+//! subscriptions never pile up. The clients of one process share one subscription per server
+//! (on one runtime): a release message reaches the process once.
 //!
 //! The waiter under test connects through a fault proxy per server, which counts what it sends
 //! (its command and pub/sub connections both go through it).
@@ -114,4 +115,118 @@ async fn a_channel_nobody_waits_on_is_unsubscribed_after_the_linger() {
         unsubscribed_after >= Duration::from_millis(900),
         "unsubscribed {unsubscribed_after:?} after the last waiter: the linger is 1 s"
     );
+}
+
+/// How many waiters `url`'s queue of `name` lists on every server, once it lists `n` on each
+/// (or after 5 s of looking).
+async fn wait_queued(url: &str, name: &str, n: i64) {
+    let until = Instant::now() + Duration::from_secs(5);
+    loop {
+        let mut lengths = Vec::new();
+        for port in ports(url) {
+            lengths.push(run::<i64>(port, redis::cmd("ZCARD").arg(aux_key(name, "queue"))).await);
+        }
+        if lengths.iter().all(|&l| l == n) {
+            return;
+        }
+        assert!(
+            Instant::now() < until,
+            "{url}: {n} waiters should be queued on every server, found {lengths:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_of_one_process_share_one_subscription_per_server() {
+    for url in [single_url(), redlock_url()] {
+        let holder = connect_or_explain(&url).await;
+        let name = unique("shared");
+        let channel = format!("distlock:released:{name}");
+        let opts = AcquireOptions::new().wait(Duration::from_secs(10));
+        let held = holder.acquire(&name, &opts).await.unwrap();
+        let mut waiters = Vec::new();
+        for _ in 0..4 {
+            let client = connect_or_explain(&url).await;
+            waiters.push(queued(&client, &name, opts.clone()).await);
+        }
+        wait_queued(&url, &name, 4).await;
+        // Settle: a waiter subscribes after its first round queued it.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        for port in ports(&url) {
+            assert_eq!(
+                subscribers(port, &channel).await,
+                1,
+                "{url}: four clients of one process waiting on port {port} should share one \
+                 pub/sub connection (each used to read every release message)"
+            );
+        }
+        // And each is still woken in its turn.
+        held.release().await.unwrap();
+        for w in waiters {
+            let g = tokio::time::timeout(Duration::from_secs(5), w)
+                .await
+                .expect("a waiter sharing the subscription was not served")
+                .unwrap();
+            g.release().await.unwrap();
+        }
+    }
+}
+
+/// A subscriber is shared per runtime: its connection is driven by a task of the runtime that
+/// opened it and closes with it, so a client on another runtime keeps its own subscription
+/// when the first runtime ends (sharing across runtimes would leave its waiter to its
+/// heartbeat, 1 s).
+#[test]
+fn a_client_on_another_runtime_keeps_its_subscription_when_the_first_runtime_ends() {
+    let url = single_url();
+    let runtime = || {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap()
+    };
+    let opts = AcquireOptions::new()
+        .ttl(Duration::from_secs(20))
+        .wait(Duration::from_secs(10));
+    let first = runtime();
+    // On the first runtime, a waiter opens its client's subscription.
+    let (first_held, first_task) = first.block_on(async {
+        let holder = connect_or_explain(&url).await;
+        let waiter = connect_or_explain(&url).await;
+        let name = unique("rt-first");
+        let held = holder.acquire(&name, &opts).await.unwrap();
+        (held, queued(&waiter, &name, opts.clone()).await)
+    });
+    // On the second, a waiter queues while the first runtime's subscription is live.
+    let second = runtime();
+    let name = unique("rt-second");
+    let (held, task) = second.block_on(async {
+        let holder = connect_or_explain(&url).await;
+        let waiter = connect_or_explain(&url).await;
+        let held = holder.acquire(&name, &opts).await.unwrap();
+        (held, queued(&waiter, &name, opts.clone()).await)
+    });
+    first.block_on(async {
+        first_task.abort();
+        first_held.release().await.unwrap();
+    });
+    drop(first);
+    second.block_on(async {
+        // Settle: the server drops a closed connection's subscriptions when it reads the close.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(
+            subscribers(ports(&url)[0], &format!("distlock:released:{name}")).await,
+            1,
+            "the waiter on the second runtime lost its subscription when the first runtime \
+             ended: it was sharing that runtime's connection"
+        );
+        held.release().await.unwrap();
+        let g = tokio::time::timeout(Duration::from_secs(5), task)
+            .await
+            .expect("the waiter on the second runtime was not served")
+            .unwrap();
+        g.release().await.unwrap();
+    });
 }
