@@ -12,10 +12,11 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
+use lock_core::backend::PerRuntime;
 use redis::aio::PubSubSink;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
@@ -162,36 +163,18 @@ impl Drop for Waiting {
     }
 }
 
-/// The subscribers in use in this process, by connection URL and runtime (see
-/// [`Subscriber::shared`]).
-type InUse = Mutex<HashMap<(String, tokio::runtime::Id), Weak<Subscriber>>>;
-
-static IN_USE: std::sync::OnceLock<InUse> = std::sync::OnceLock::new();
+/// The subscribers in use in this process, by connection URL (see [`Subscriber::shared`]).
+static IN_USE: PerRuntime<Subscriber> = PerRuntime::new();
 
 impl Subscriber {
     /// The subscriber every client of this process shares for the server at `url` (the whole
     /// connection URL, credentials included) on the current runtime, made (`server`:
     /// `host:port`, for logs) if none is in use: a release message then reaches a process
     /// once per server however many clients wait there, not once per client (8 clients of one
-    /// process each read, parsed and dropped every message meant for one of them). Per runtime,
-    /// because the connection's reader is a task of the runtime it started on and ends with
-    /// it. Outside a runtime, a subscriber of its own.
+    /// process each read, parsed and dropped every message meant for one of them). Per runtime
+    /// ([`PerRuntime`]); outside a runtime, a subscriber of its own.
     pub(crate) fn shared(url: &str, server: &str) -> Arc<Self> {
-        let Ok(rt) = tokio::runtime::Handle::try_current() else {
-            return Arc::new(Subscriber::new(server));
-        };
-        let mut in_use = IN_USE
-            .get_or_init(InUse::default)
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        in_use.retain(|_, s| s.strong_count() > 0);
-        let key = (url.to_owned(), rt.id());
-        if let Some(s) = in_use.get(&key).and_then(Weak::upgrade) {
-            return s;
-        }
-        let s = Arc::new(Subscriber::new(server));
-        in_use.insert(key, Arc::downgrade(&s));
-        s
+        IN_USE.get_or_make(url, || Subscriber::new(server))
     }
 
     /// A subscriber for the server at `server` (`host:port`); connects on first use.

@@ -1,5 +1,7 @@
-//! PostgreSQL release notifications: ONE `LISTEN` connection per client, fanned out to the
-//! waiters of each lock name. Started on the first wait; stopped when the client is dropped.
+//! PostgreSQL release notifications: ONE `LISTEN` connection per database and channel, shared
+//! by every client of the process on one runtime ([`Wakeups::shared`]) and fanned out to the
+//! waiters of each lock name: a release's notification reaches a process once, not once per
+//! client. Started on the first wait; stopped when the last client sharing it is dropped.
 //!
 //! A release's payload names the head of the name's queue across processes (`<member>/<name>`,
 //! the member empty when nobody is queued; `statements/postgres.rs`), so only that waiter
@@ -10,6 +12,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use lock_core::backend::PerRuntime;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
@@ -93,7 +96,16 @@ impl Drop for Wakeups {
     }
 }
 
+/// The wake-ups in use in this process, by database URL and channel.
+static IN_USE: PerRuntime<Wakeups> = PerRuntime::new();
+
 impl Wakeups {
+    /// The wake-ups every client of this process shares for `channel` of the database at `url`
+    /// on the current runtime ([`PerRuntime`]; outside a runtime, wake-ups of its own).
+    pub(crate) fn shared(url: &str, channel: &str) -> Arc<Wakeups> {
+        IN_USE.get_or_make(&format!("{channel} {url}"), Wakeups::default)
+    }
+
     /// Registers interest in `name`'s release.
     pub(crate) fn register(&self, name: &str) -> Registration {
         let mut w = self.waiters.lock().unwrap_or_else(|p| p.into_inner());

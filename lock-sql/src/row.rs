@@ -158,13 +158,14 @@ impl From<Option<u64>> for Taken {
     }
 }
 
-/// Row mode over one client: the row statements of its dialect and (PostgreSQL) the shared
-/// release listener, stopped when this is dropped.
+/// Row mode over one client: the row statements of its dialect and (PostgreSQL) the release
+/// listener it shares with the process's other clients of the database.
 #[derive(Debug)]
 pub(crate) struct RowLock {
     client: Arc<SqlClient>,
     sql: Arc<RowStatements>,
-    wakeups: Wakeups,
+    /// PostgreSQL: the process's release listener (`None` for the dialects without one).
+    wakeups: Option<Arc<Wakeups>>,
     /// MySQL/MariaDB and SQLite: the bells waiters wait on across processes (`crate::bells`).
     bells: Option<Arc<Bells>>,
     /// SQLite: the names this client queued for lately (their first tries join on losing);
@@ -177,10 +178,14 @@ impl RowLock {
         let sql = Arc::new(statements::row(client.cfg.dialect, &client.cfg.table));
         let bells = Bells::new(client.cfg.dialect, client.cfg.driver_url()).map(Arc::new);
         let queued_lately = (client.cfg.dialect == Dialect::Sqlite).then(RecentlyQueued::default);
+        let wakeups = sql
+            .notify_channel
+            .as_ref()
+            .map(|c| Wakeups::shared(client.cfg.driver_url(), c));
         RowLock {
             client,
             sql,
-            wakeups: Wakeups::default(),
+            wakeups,
             bells,
             queued_lately,
         }
@@ -417,14 +422,10 @@ impl LockBackend for RowLock {
         let pg = self.client.cfg.dialect == Dialect::Postgres;
         // Only the head of this process's waiters talks to the database.
         let turn = self.client.local_turn(name, try_only, &deadline).await;
-        let registration = match (&self.sql.notify_channel, try_only) {
-            (Some(channel), false) => {
-                self.wakeups.ensure_listener(
-                    self.client.cfg.driver_url(),
-                    channel,
-                    &self.client.label,
-                );
-                Some(self.wakeups.register(name))
+        let registration = match (&self.sql.notify_channel, &self.wakeups, try_only) {
+            (Some(channel), Some(wakeups), false) => {
+                wakeups.ensure_listener(self.client.cfg.driver_url(), channel, &self.client.label);
+                Some(wakeups.register(name))
             }
             _ => None,
         };

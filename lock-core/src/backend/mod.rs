@@ -14,7 +14,8 @@
 //! * [`LostSignal`]: the flag behind `LockGuard::lost`, for a backend's own watchers.
 //! * [`name`] rules, [`url`] parsing ([`DistlockUrl`], [`Params`]), [`duration`] parsing,
 //!   [`wait`] deadlines and backoff, [`local_queue`] (one waiter per process and lock polls),
-//!   [`cancel`] cleanup on drop, owner [`token`]s.
+//!   [`cancel`] cleanup on drop, owner [`token`]s, and [`PerRuntime`] (a wake-up connection
+//!   the clients of one process share).
 //!
 //! The facade crate `distlock` does not re-export this module.
 
@@ -25,6 +26,7 @@ pub mod lease;
 pub mod local_queue;
 pub mod lost;
 pub mod name;
+pub mod per_runtime;
 pub mod token;
 pub mod url;
 pub mod wait;
@@ -36,6 +38,7 @@ pub use duration::{format_duration, parse_duration};
 pub use lease::Lease;
 pub use local_queue::LocalQueue;
 pub use lost::LostSignal;
+pub use per_runtime::PerRuntime;
 pub use token::owner_token;
 pub use url::{redact, DistlockUrl, HostPort, Params};
 pub use wait::{Backoff, Deadline};

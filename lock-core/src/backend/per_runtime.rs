@@ -1,0 +1,101 @@
+//! [`PerRuntime`]: one value per key and tokio runtime, shared by every client of the process
+//! that asks for it there — a connection that wakes waiters (Redis pub/sub, PostgreSQL
+//! `LISTEN`), which would otherwise deliver each message once per client.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+use tokio::runtime::{Handle, Id};
+
+/// Values shared per key and runtime while someone holds them (a key's value is made again
+/// once every holder dropped it). Per runtime, because such a value runs a task on the runtime
+/// it started on, which ends with that runtime: a client on another runtime gets its own.
+///
+/// ```
+/// use std::sync::Arc;
+/// use lock_core::backend::PerRuntime;
+///
+/// static SHARED: PerRuntime<String> = PerRuntime::new();
+///
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let a = SHARED.get_or_make("redis://h:1/0", || "one".to_owned());
+/// let b = SHARED.get_or_make("redis://h:1/0", || "two".to_owned());
+/// assert!(Arc::ptr_eq(&a, &b));
+/// # });
+/// ```
+pub struct PerRuntime<T> {
+    in_use: OnceLock<Mutex<InUse<T>>>,
+}
+
+/// The values held somewhere, by key and runtime.
+type InUse<T> = HashMap<(String, Id), Weak<T>>;
+
+impl<T> Default for PerRuntime<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T> PerRuntime<T> {
+    /// An empty set (usable in a `static`).
+    pub const fn new() -> Self {
+        PerRuntime {
+            in_use: OnceLock::new(),
+        }
+    }
+
+    /// The value in use for `key` on the current runtime, or a new one from `make` (which is
+    /// then shared). Outside a runtime, a new value that is not shared.
+    pub fn get_or_make(&self, key: &str, make: impl FnOnce() -> T) -> Arc<T> {
+        let Ok(rt) = Handle::try_current() else {
+            return Arc::new(make());
+        };
+        let mut in_use = self
+            .in_use
+            .get_or_init(Mutex::default)
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        in_use.retain(|_, v| v.strong_count() > 0);
+        let key = (key.to_owned(), rt.id());
+        if let Some(v) = in_use.get(&key).and_then(Weak::upgrade) {
+            return v;
+        }
+        let v = Arc::new(make());
+        in_use.insert(key, Arc::downgrade(&v));
+        v
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::PerRuntime;
+
+    #[test]
+    fn shared_per_key_and_runtime_while_held() {
+        let set: PerRuntime<u32> = PerRuntime::new();
+        let first = tokio::runtime::Runtime::new().unwrap();
+        let (a, b, other_key) = first.block_on(async {
+            (
+                set.get_or_make("k", || 1),
+                set.get_or_make("k", || 2),
+                set.get_or_make("j", || 3),
+            )
+        });
+        assert!(Arc::ptr_eq(&a, &b), "one value per key on one runtime");
+        assert_eq!((*a, *other_key), (1, 3));
+        let second = tokio::runtime::Runtime::new().unwrap();
+        let c = second.block_on(async { set.get_or_make("k", || 4) });
+        assert_eq!(*c, 4, "another runtime gets its own value");
+        drop((a, b));
+        let d = first.block_on(async { set.get_or_make("k", || 5) });
+        assert_eq!(*d, 5, "a value nobody holds is made again");
+        assert_eq!(
+            *set.get_or_make("k", || 6),
+            6,
+            "outside a runtime: not shared"
+        );
+    }
+}
