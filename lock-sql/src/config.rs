@@ -105,7 +105,14 @@ const DRIVER_PARAMS: &[&str] = &[
     "dbname",
 ];
 
-/// Checks a table name: `[A-Za-z_][A-Za-z0-9_]{0,62}`, the one thing we put in SQL text.
+/// The longest table name: every name derived from it (`<table>_waitq_order`, the longest
+/// suffix, and the `distlock_<table>` notification channel) must fit PostgreSQL's 63-byte
+/// identifiers, which it would otherwise truncate silently — two derived names could then be
+/// one, and a `NOTIFY` on a longer channel fails, and with it every release.
+pub const MAX_TABLE_LEN: usize = 63 - "_waitq_order".len();
+
+/// Checks a table name: `[A-Za-z_][A-Za-z0-9_]{0,50}` ([`MAX_TABLE_LEN`]), the one thing we put
+/// in SQL text.
 ///
 /// # Errors
 /// [`LockError::InvalidConfig`] quoting the name.
@@ -113,12 +120,13 @@ pub fn validate_table(table: &str) -> Result<(), LockError> {
     let mut chars = table.chars();
     let ok = matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-        && table.len() <= 63;
+        && table.len() <= MAX_TABLE_LEN;
     if ok {
         Ok(())
     } else {
         Err(LockError::invalid_config(format!(
-            "bad table name {table:?}: use 1-63 ASCII letters, digits and '_', not starting with a digit"
+            "bad table name {table:?}: use 1-{MAX_TABLE_LEN} ASCII letters, digits and '_', not \
+             starting with a digit (names derived from it must fit the databases' identifiers)"
         )))
     }
 }
@@ -292,6 +300,10 @@ mod tests {
             ("postgres://h/db?mode=exclusive", "mode=exclusive"),
             ("postgres://h/db?table=x;drop", "x;drop"),
             ("postgres://h/db?table=1abc", "1abc"),
+            (
+                "postgres://h/db?table=t234567890123456789012345678901234567890123456789012",
+                "t234567890123456789012345678901234567890123456789012",
+            ),
             ("postgres://u:hunter2@h/db?bogus=1", "bogus"),
             ("mysql://h/db?connect_timeout=abc", "connect_timeout=abc"),
         ] {

@@ -1,6 +1,7 @@
 //! PostgreSQL row mode wakes waiters with `LISTEN/NOTIFY`: the clients of one process (on one
 //! runtime) share one `LISTEN` connection per database and lock table, so a release's
 //! notification reaches the process once, not once per client that ever waited.
+#![cfg(feature = "postgres")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
@@ -64,5 +65,47 @@ async fn clients_of_one_process_share_one_listen_connection() {
         1,
         "three clients of one process that each waited should share one LISTEN connection \
          (each would otherwise receive every release's notification)"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_longest_table_name_works_and_a_longer_one_is_refused() {
+    // 51 bytes: `<table>_waitq_order` is 63, PostgreSQL's longest identifier, and the
+    // `distlock_<table>` channel fits too. A 63-byte name used to be accepted and broke the
+    // schema (PostgreSQL truncated `<table>_waitq_order` to the lock table's own name).
+    let table = format!("long_{}", "l".repeat(lock_sql::config::MAX_TABLE_LEN - 5));
+    let url = format!("{}?mode=row&table={table}", postgres_url());
+    let (holder, waiter) = (
+        connect_or_explain(&url).await,
+        Arc::new(connect_or_explain(&url).await),
+    );
+    let name = format!("long-{}", &lock_core::backend::owner_token()[..8]);
+    let wait = AcquireOptions::new().wait(Duration::from_secs(10));
+    let held = holder.acquire(&name, &wait).await.unwrap();
+    let task = tokio::spawn({
+        let (waiter, name, wait) = (Arc::clone(&waiter), name.clone(), wait.clone());
+        async move { waiter.acquire(&name, &wait).await.unwrap() }
+    });
+    assert!(
+        within(Duration::from_secs(5), || async {
+            !queued(&holder, &name).await.is_empty()
+        })
+        .await,
+        "the waiter did not queue"
+    );
+    held.release()
+        .await
+        .expect("a release on the longest table name should succeed");
+    let g = tokio::time::timeout(Duration::from_secs(5), task)
+        .await
+        .expect("the waiter was not served")
+        .unwrap();
+    g.release().await.unwrap();
+    let longer = format!("{}?mode=row&table={table}x", postgres_url());
+    let refused = lock_sql::SqlConfig::from_url(&longer).unwrap_err();
+    assert!(
+        matches!(refused, lock_core::LockError::InvalidConfig(_))
+            && refused.to_string().contains(&format!("{table}x")),
+        "{refused}"
     );
 }
