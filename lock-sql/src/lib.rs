@@ -57,11 +57,11 @@
 //! live waiter is queued ahead; a place lapses 3 s after its process stops refreshing it), so
 //! row mode is FIFO within a process and across processes. PostgreSQL wakes heads by
 //! `LISTEN/NOTIFY` (one listener connection per process, database and table, shared by its
-//! clients on one runtime; the release statement notifies); on MySQL a head waits on the
-//! *bell* of the place ahead of it (a `GET_LOCK` user lock, see `bells.rs`), and where there is
-//! no bell to wait on, and on SQLite, the queue's head looks about every millisecond and the
-//! others less often by their place, up to 100 ms; every head also wakes at the holder's
-//! expiry.
+//! clients on one runtime; the release statement notifies the head's listener alone); on MySQL
+//! a head waits on the *bell* of the place ahead of it (a `GET_LOCK` user lock, see
+//! `bells.rs`), and where there is no bell to wait on, and on SQLite, the queue's head looks
+//! about every millisecond and the others less often by their place, up to 100 ms; every head
+//! also wakes at the holder's expiry.
 //! for_update and advisory heads wait in the database's lock queue (FIFO on PostgreSQL; MySQL's
 //! `GET_LOCK` queue is not documented as FIFO, so no claim there), bounded by
 //! `lock_timeout` (PostgreSQL, ms) or `innodb_lock_wait_timeout` (MySQL for_update, whole seconds

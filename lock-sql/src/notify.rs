@@ -8,11 +8,20 @@
 //! tries at once: every waiting process trying after every release cost ~13 statements per
 //! handoff with 8 processes, of which one could win. A payload without a member prefix (a
 //! client of an older version) wakes every waiter of the name, as before.
+//!
+//! And only the head's process hears it: a member made by [`Wakeups::member`] starts with the
+//! listener's tag (16 hex digits, then the 32 of the acquisition's own token), and a release
+//! whose head has such a member notifies `distlock_w_<tag>`, which only that listener listens
+//! on, instead of the table's channel, which every waiting process listens on (8 processes
+//! each woke for every release, to find it named another). The table's channel still carries
+//! the rest: "nobody queued", and every release by a client of an older version (which notifies
+//! only there, naming heads of any kind); a head of an older version (a 32-digit member) is
+//! notified there too.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use lock_core::backend::PerRuntime;
+use lock_core::backend::{owner_token, PerRuntime};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
@@ -49,7 +58,8 @@ fn parse(payload: &str) -> (&str, &str) {
     match payload.split_once('/') {
         Some((head, name))
             if head.is_empty()
-                || (head.len() == 32 && head.bytes().all(|b| b.is_ascii_hexdigit())) =>
+                || ((head.len() == 32 || head.len() == TAGGED_MEMBER)
+                    && head.bytes().all(|b| b.is_ascii_hexdigit())) =>
         {
             (head, name)
         }
@@ -57,11 +67,35 @@ fn parse(payload: &str) -> (&str, &str) {
     }
 }
 
+/// How long a member made by [`Wakeups::member`] is: the tag's 16 hex digits and a token's 32
+/// (`statements/postgres.rs` tells a tagged member by this length).
+pub(crate) const TAGGED_MEMBER: usize = 48;
+
+/// The start of the channel that only one listener listens on: its tag follows.
+pub(crate) const TAGGED_CHANNEL: &str = "distlock_w_";
+
+/// The channel that only the listener tagged `tag` listens on.
+pub(crate) fn tagged_channel(tag: &str) -> String {
+    format!("{TAGGED_CHANNEL}{tag}")
+}
+
 /// Wake-ups by lock name.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Wakeups {
     waiters: Waiters,
     listener: Mutex<Option<JoinHandle<()>>>,
+    /// 16 random hex digits naming this listener's own channel ([`tagged_channel`]).
+    tag: String,
+}
+
+impl Default for Wakeups {
+    fn default() -> Self {
+        Wakeups {
+            waiters: Waiters::default(),
+            listener: Mutex::default(),
+            tag: owner_token()[..16].to_owned(),
+        }
+    }
 }
 
 /// A waiter's registration; deregisters on drop.
@@ -106,6 +140,12 @@ impl Wakeups {
         IN_USE.get_or_make(&format!("{channel} {url}"), Wakeups::default)
     }
 
+    /// A queue member for one acquisition whose release notifications come to this listener
+    /// alone: the tag, then a fresh token ([`TAGGED_MEMBER`] hex digits).
+    pub(crate) fn member(&self) -> String {
+        format!("{}{}", self.tag, owner_token())
+    }
+
     /// Registers interest in `name`'s release.
     pub(crate) fn register(&self, name: &str) -> Registration {
         let mut w = self.waiters.lock().unwrap_or_else(|p| p.into_inner());
@@ -134,9 +174,9 @@ impl Wakeups {
         if slot.as_ref().is_some_and(|h| !h.is_finished()) {
             return;
         }
-        let (url, channel, label, waiters) = (
+        let (url, channels, label, waiters) = (
             url.to_owned(),
-            channel.to_owned(),
+            [channel.to_owned(), tagged_channel(&self.tag)],
             label.to_owned(),
             Arc::clone(&self.waiters),
         );
@@ -144,7 +184,7 @@ impl Wakeups {
             // Bounded retry pace: a broken listener is retried once a second for the life of
             // the client; waiters keep a slow safety poll meanwhile.
             loop {
-                if let Err(e) = listen(&url, &channel, &waiters).await {
+                if let Err(e) = listen(&url, &channels, &waiters).await {
                     tracing::warn!(
                         backend = %label,
                         error = %e,
@@ -159,9 +199,11 @@ impl Wakeups {
 }
 
 #[cfg(feature = "postgres")]
-async fn listen(url: &str, channel: &str, waiters: &Waiters) -> Result<(), sqlx::Error> {
+async fn listen(url: &str, channels: &[String], waiters: &Waiters) -> Result<(), sqlx::Error> {
     let mut listener = sqlx::postgres::PgListener::connect(url).await?;
-    listener.listen(channel).await?;
+    listener
+        .listen_all(channels.iter().map(String::as_str))
+        .await?;
     loop {
         let n = listener.recv().await?;
         let (head, name) = parse(n.payload());
@@ -185,6 +227,9 @@ mod tests {
         let m = "0123456789abcdef0123456789abcdef";
         assert_eq!(parse(&format!("{m}/a/b")), (m, "a/b"));
         assert_eq!(parse("/a/b"), ("", "a/b"));
+        // A member tagged with its listener's channel.
+        let tagged = format!("fedcba9876543210{m}");
+        assert_eq!(parse(&format!("{tagged}/a")), (tagged.as_str(), "a"));
         // An older client's payload is the bare name, slashes and all.
         assert_eq!(parse("jobs/nightly"), ("", "jobs/nightly"));
         assert_eq!(parse("plain"), ("", "plain"));

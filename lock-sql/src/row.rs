@@ -431,7 +431,11 @@ impl LockBackend for RowLock {
         };
         // This acquisition's place in the name's queue across processes (statements/queue.rs),
         // joined after the first try fails; left (or swept once lapsed) however it ends.
-        let member = owner_token();
+        // PostgreSQL: tagged with this process's listener, so a release notifies it alone.
+        let member = match &self.wakeups {
+            Some(w) => w.member(),
+            None => owner_token(),
+        };
         let mut place: Option<(CleanupOnDrop, Instant)> = None;
         let mut retries = 0u32;
         let mut misses = 0u32;

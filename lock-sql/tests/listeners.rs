@@ -1,6 +1,8 @@
 //! PostgreSQL row mode wakes waiters with `LISTEN/NOTIFY`: the clients of one process (on one
 //! runtime) share one `LISTEN` connection per database and lock table, so a release's
-//! notification reaches the process once, not once per client that ever waited.
+//! notification reaches the process once, not once per client that ever waited; and a release
+//! whose queue head is a waiter of this version notifies that waiter's listener alone, so of
+//! many waiting processes only the head's hears it.
 #![cfg(feature = "postgres")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -9,8 +11,40 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lock_core::{AcquireOptions, DistributedLock};
+use lock_core::{AcquireOptions, DistributedLock, LockGuard};
+use lock_sql::SqlLock;
 use support::*;
+use tokio::task::JoinHandle;
+
+/// `holder` holding `name`, and `waiter`'s acquisition of it queued behind.
+async fn waiting_behind(
+    holder: &SqlLock,
+    waiter: &Arc<SqlLock>,
+    name: &str,
+) -> (LockGuard, JoinHandle<LockGuard>) {
+    let wait = AcquireOptions::new().wait(Duration::from_secs(10));
+    let held = holder.acquire(name, &wait).await.unwrap();
+    let task = tokio::spawn({
+        let (waiter, name) = (Arc::clone(waiter), name.to_owned());
+        async move { waiter.acquire(&name, &wait).await.unwrap() }
+    });
+    assert!(
+        within(Duration::from_secs(5), || async {
+            !queued(holder, name).await.is_empty()
+        })
+        .await,
+        "the waiter did not queue"
+    );
+    (held, task)
+}
+
+/// The waiter's guard once it is served (within 5 s).
+async fn served(task: JoinHandle<LockGuard>) -> LockGuard {
+    tokio::time::timeout(Duration::from_secs(5), task)
+        .await
+        .expect("the waiter was not served")
+        .unwrap()
+}
 
 /// How many connections of application `app` are `LISTEN` connections.
 async fn listeners(admin: &sqlx::AnyPool, app: &str) -> i64 {
@@ -33,31 +67,15 @@ async fn clients_of_one_process_share_one_listen_connection() {
     let url = format!("{}?mode=row&application_name={app}", postgres_url());
     let admin = sqlx::AnyPool::connect(&postgres_url()).await.unwrap();
     let name = format!("listen-{}", &lock_core::backend::owner_token()[..8]);
-    let wait = AcquireOptions::new().wait(Duration::from_secs(10));
     let holder = connect_or_explain(&url).await;
     // Kept until the count: a dropped client's share of the listener goes with it.
     let mut clients = Vec::new();
     // Three clients, each of which waits once (a waiting client starts its listener).
     for _ in 0..3 {
         let client = Arc::new(connect_or_explain(&url).await);
-        let held = holder.acquire(&name, &wait).await.unwrap();
-        let waiter = tokio::spawn({
-            let (client, name, wait) = (Arc::clone(&client), name.clone(), wait.clone());
-            async move { client.acquire(&name, &wait).await.unwrap() }
-        });
-        assert!(
-            within(Duration::from_secs(5), || async {
-                !queued(&holder, &name).await.is_empty()
-            })
-            .await,
-            "the waiter did not queue"
-        );
+        let (held, task) = waiting_behind(&holder, &client, &name).await;
         held.release().await.unwrap();
-        let g = tokio::time::timeout(Duration::from_secs(5), waiter)
-            .await
-            .expect("the waiter was not served")
-            .unwrap();
-        g.release().await.unwrap();
+        served(task).await.release().await.unwrap();
         clients.push(client);
     }
     assert_eq!(
@@ -80,26 +98,11 @@ async fn the_longest_table_name_works_and_a_longer_one_is_refused() {
         Arc::new(connect_or_explain(&url).await),
     );
     let name = format!("long-{}", &lock_core::backend::owner_token()[..8]);
-    let wait = AcquireOptions::new().wait(Duration::from_secs(10));
-    let held = holder.acquire(&name, &wait).await.unwrap();
-    let task = tokio::spawn({
-        let (waiter, name, wait) = (Arc::clone(&waiter), name.clone(), wait.clone());
-        async move { waiter.acquire(&name, &wait).await.unwrap() }
-    });
-    assert!(
-        within(Duration::from_secs(5), || async {
-            !queued(&holder, &name).await.is_empty()
-        })
-        .await,
-        "the waiter did not queue"
-    );
+    let (held, task) = waiting_behind(&holder, &waiter, &name).await;
     held.release()
         .await
         .expect("a release on the longest table name should succeed");
-    let g = tokio::time::timeout(Duration::from_secs(5), task)
-        .await
-        .expect("the waiter was not served")
-        .unwrap();
+    let g = served(task).await;
     g.release().await.unwrap();
     let longer = format!("{}?mode=row&table={table}x", postgres_url());
     let refused = lock_sql::SqlConfig::from_url(&longer).unwrap_err();
@@ -108,4 +111,46 @@ async fn the_longest_table_name_works_and_a_longer_one_is_refused() {
             && refused.to_string().contains(&format!("{table}x")),
         "{refused}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_notifies_only_the_listener_of_the_head() {
+    let table = format!("listen_{}", &lock_core::backend::owner_token()[..8]);
+    let url = format!("{}?mode=row&table={table}", postgres_url());
+    let (holder, waiter) = (
+        connect_or_explain(&url).await,
+        Arc::new(connect_or_explain(&url).await),
+    );
+    let name = format!("head-{}", &lock_core::backend::owner_token()[..8]);
+    let (held, task) = waiting_behind(&holder, &waiter, &name).await;
+    let member = queued(&holder, &name).await.remove(0);
+    assert_eq!(member.len(), 48, "a tagged member: {member}");
+    // What every waiting process hears (the table's channel), and what only the head's does.
+    let table_channel = format!("distlock_{table}");
+    let own_channel = format!("distlock_w_{}", &member[..16]);
+    let mut ear = sqlx::postgres::PgListener::connect(&postgres_url())
+        .await
+        .unwrap();
+    ear.listen_all([table_channel.as_str(), own_channel.as_str()])
+        .await
+        .unwrap();
+    held.release().await.unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(5), ear.recv())
+        .await
+        .expect("the release notified nobody")
+        .unwrap();
+    assert_eq!(
+        (first.channel(), first.payload()),
+        (own_channel.as_str(), format!("{member}/{name}").as_str()),
+        "the release should notify the head's own listener, naming it"
+    );
+    // The head holds now; nothing else was said on either channel.
+    let g = served(task).await;
+    let more = tokio::time::timeout(Duration::from_millis(300), ear.recv()).await;
+    assert!(
+        more.is_err(),
+        "a second notification for one release: {:?}",
+        more.map(|n| n.map(|n| (n.channel().to_owned(), n.payload().to_owned())))
+    );
+    g.release().await.unwrap();
 }

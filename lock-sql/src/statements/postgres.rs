@@ -22,18 +22,27 @@ const SESSION: &[&str] = &["SET synchronous_commit = on"];
 /// Whether a table or sequence exists on the search path; returns a count.
 const OBJECT_EXISTS: &str = "SELECT CAST((to_regclass($1) IS NOT NULL)::int AS BIGINT)";
 
-/// A release notification's payload: the live head of the name's queue across processes
-/// (its member, or empty when nobody is queued), `/`, the name — so only the head of the
-/// queue tries at once, instead of every waiting process (see `crate::notify`).
-/// `except` narrows the places looked at (a leaver's own, still visible in its statement).
-fn release_payload(t: &str, now: &str, except: &str) -> String {
+/// A release's notification, one per row of `d` (the names released): `pg_notify(channel,
+/// payload)`, the payload being the live head of the name's queue across processes (its
+/// member, or empty when nobody is queued), `/`, the name — so only the head of the queue tries
+/// at once, instead of every waiting process (see `crate::notify`). The channel is the head's
+/// own listener's when its member carries one (`notify::TAGGED_MEMBER` digits: the tag, then
+/// a token), so only its process hears it; the table's otherwise. `except` narrows the places
+/// looked at (a leaver's own, still visible in its statement); `rest` ends the `FROM`.
+fn release_notify(t: &str, now: &str, except: &str, rest: &str) -> String {
     format!(
-        "COALESCE((SELECT w.member FROM {t}_waitq w WHERE w.name = d.name AND w.expires_at > {now} {except} \
-         ORDER BY w.seq LIMIT 1), '') || '/' || d.name"
+        "SELECT pg_notify(CASE WHEN length(h.head) = {tagged} THEN '{prefix}' || left(h.head, {tag}) \
+         ELSE '{channel}' END, h.head || '/' || d.name) \
+         FROM {rest} CROSS JOIN LATERAL (SELECT COALESCE((SELECT w.member FROM {t}_waitq w \
+         WHERE w.name = d.name AND w.expires_at > {now} {except} ORDER BY w.seq LIMIT 1), '') AS head) h",
+        tagged = crate::notify::TAGGED_MEMBER,
+        tag = crate::notify::TAGGED_MEMBER - 32,
+        prefix = crate::notify::TAGGED_CHANNEL,
+        channel = notify_channel(t),
     )
 }
 
-/// The channel release notifications go to.
+/// The channel release notifications go to (it fits: `config::MAX_TABLE_LEN`).
 fn notify_channel(t: &str) -> String {
     format!("distlock_{t}")
 }
@@ -118,12 +127,10 @@ pub(crate) fn row(t: &str) -> RowStatements {
         // the statement, hence the payload's `member <> $2`.
         leave: format!(
             "WITH gone AS ({leave} RETURNING name) \
-             SELECT count(*) FROM (SELECT pg_notify('{channel}', {payload}) \
-             FROM (SELECT DISTINCT name FROM gone) d \
+             SELECT count(*) FROM ({notify} \
              WHERE NOT EXISTS (SELECT 1 FROM {t} l WHERE l.name = d.name AND l.expires_at > {now})) n",
             leave = super::queue::leave(t, now, "$1", "$2"),
-            channel = notify_channel(t),
-            payload = release_payload(t, now, "AND w.member <> $2"),
+            notify = release_notify(t, now, "AND w.member <> $2", "(SELECT DISTINCT name FROM gone) d"),
         ),
         state: super::queue::state(t, now, "$1", "$2", false),
         positional: false,
@@ -137,9 +144,8 @@ pub(crate) fn row(t: &str) -> RowStatements {
         release: format!(
             "WITH d AS (DELETE FROM {t} WHERE name = $1 AND owner = $2 RETURNING name) \
              SELECT (SELECT count(*) FROM d) AS deleted, \
-             (SELECT count(*) FROM (SELECT pg_notify('{}', {payload}) FROM d) n) AS notified",
-            notify_channel(t),
-            payload = release_payload(t, now, "")
+             (SELECT count(*) FROM ({notify}) n) AS notified",
+            notify = release_notify(t, now, "", "d"),
         ),
         notify_channel: Some(notify_channel(t)),
     }
