@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::future::join_all;
-use lock_core::backend::{owner_token, Attempt, LockBackend};
+use lock_core::backend::{owner_token, Attempt, LockBackend, Share};
 use lock_core::{
     AcquireOptions, Capabilities, DistributedLock, LockError, LockGuard, LockInfo, Wakeup,
 };
@@ -29,7 +29,8 @@ use crate::subscriber::Subscriber;
 pub struct RedisLock {
     cfg: RedisConfig,
     store: Store,
-    subscribers: Vec<Arc<Subscriber>>,
+    /// Per node: its connection URL and this client's share of the process's subscriber there.
+    subscribers: Vec<(String, Share<Subscriber>)>,
     label: String,
 }
 
@@ -74,11 +75,8 @@ impl RedisLock {
             Topology::Single => Store::Single(Box::new(Single::connect(&cfg, &label).await?)),
             Topology::Redlock => Store::Redlock(Redlock::connect(&cfg, &label).await?),
         };
-        let subscribers = store
-            .nodes()
-            .iter()
-            .enumerate()
-            .map(|(i, n)| Subscriber::shared(&cfg.node_url(i), n.addr()))
+        let subscribers = (0..store.nodes().len())
+            .map(|i| (cfg.node_url(i), Share::default()))
             .collect();
         Ok(RedisLock {
             cfg,
@@ -98,11 +96,17 @@ impl RedisLock {
     }
 
     /// The one server and its pub/sub subscriber; `None` on Redlock.
-    pub(crate) fn single_server(&self) -> Option<(&Node, &Arc<Subscriber>)> {
+    pub(crate) fn single_server(&self) -> Option<(&Node, Arc<Subscriber>)> {
         match &self.store {
-            Store::Single(s) => Some((&s.nodes()[0], &self.subscribers[0])),
+            Store::Single(s) => Some((&s.nodes()[0], self.subscriber(0))),
             Store::Redlock(_) => None,
         }
+    }
+
+    /// Node `i`'s subscriber: the one the process's clients share on the current runtime.
+    fn subscriber(&self, i: usize) -> Arc<Subscriber> {
+        let (url, share) = &self.subscribers[i];
+        Subscriber::shared(share, url, self.store.nodes()[i].addr())
     }
 
     /// The backend label (`redis`, `redlock-N`).
@@ -127,7 +131,10 @@ impl LockBackend for RedisLock {
             .clone()
             .unwrap_or_else(owner_token);
         let token = crate::holder::owner_value(token, opts.holder.as_deref());
-        let (subs, try_only) = (&self.subscribers, how == Attempt::Try);
+        let subs: Vec<_> = (0..self.subscribers.len())
+            .map(|i| self.subscriber(i))
+            .collect();
+        let (subs, try_only) = (&subs, how == Attempt::Try);
         match &self.store {
             Store::Single(s) => acquire(&**s, subs, keys, token, name, opts, try_only).await,
             Store::Redlock(r) => acquire(r, subs, keys, token, name, opts, try_only).await,

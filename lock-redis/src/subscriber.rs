@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
-use lock_core::backend::PerRuntime;
+use lock_core::backend::{PerRuntime, Share};
 use redis::aio::PubSubSink;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
@@ -169,12 +169,13 @@ static IN_USE: PerRuntime<Subscriber> = PerRuntime::new();
 impl Subscriber {
     /// The subscriber every client of this process shares for the server at `url` (the whole
     /// connection URL, credentials included) on the current runtime, made (`server`:
-    /// `host:port`, for logs) if none is in use: a release message then reaches a process
-    /// once per server however many clients wait there, not once per client (8 clients of one
-    /// process each read, parsed and dropped every message meant for one of them). Per runtime
-    /// ([`PerRuntime`]); outside a runtime, a subscriber of its own.
-    pub(crate) fn shared(url: &str, server: &str) -> Arc<Self> {
-        IN_USE.get_or_make(url, || Subscriber::new(server))
+    /// `host:port`, for logs) if none is in use, and held by the client's `share`: a release
+    /// message then reaches a process once per server however many clients wait there, not
+    /// once per client (8 clients of one process each read, parsed and dropped every message
+    /// meant for one of them). Per runtime ([`Share`]): the connection's tasks run on the
+    /// runtime of the clients that use it; outside a runtime, a subscriber of its own.
+    pub(crate) fn shared(share: &Share<Subscriber>, url: &str, server: &str) -> Arc<Self> {
+        share.get(&IN_USE, url, || Subscriber::new(server))
     }
 
     /// A subscriber for the server at `server` (`host:port`); connects on first use.

@@ -230,3 +230,53 @@ fn a_client_on_another_runtime_keeps_its_subscription_when_the_first_runtime_end
         g.release().await.unwrap();
     });
 }
+
+/// A client connected on one runtime and first used on another uses that runtime's subscriber
+/// there, so the other clients of the first runtime are not tied to a task of the second: here
+/// a current-thread runtime nobody drives once its `block_on` returns (sharing by the runtime a
+/// client connected on left the next waiter's `SUBSCRIBE` waiting for it forever).
+#[test]
+fn a_client_used_on_another_runtime_does_not_tie_the_others_to_it() {
+    let url = single_url();
+    let main = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let side = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let opts = AcquireOptions::new()
+        .ttl(Duration::from_secs(20))
+        .wait(Duration::from_secs(10));
+    let (holder, first, second) = main.block_on(async {
+        (
+            connect_or_explain(&url).await,
+            connect_or_explain(&url).await,
+            connect_or_explain(&url).await,
+        )
+    });
+    // `first` waits once on the side runtime: its subscription is made there.
+    let name = unique("side");
+    let held = main.block_on(holder.acquire(&name, &opts)).unwrap();
+    let releaser = main.spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        held.release().await.unwrap();
+    });
+    let g = side.block_on(first.acquire(&name, &opts)).unwrap();
+    main.block_on(releaser).unwrap();
+    side.block_on(g.release()).unwrap();
+    // Nobody drives the side runtime now; `second` waits on the main one.
+    main.block_on(async {
+        let name = unique("main");
+        let held = holder.acquire(&name, &opts).await.unwrap();
+        let task = queued(&second, &name, opts.clone()).await;
+        held.release().await.unwrap();
+        let g = tokio::time::timeout(Duration::from_secs(5), task)
+            .await
+            .expect("a waiter on the main runtime was not served: tied to the side runtime")
+            .unwrap();
+        g.release().await.unwrap();
+    });
+}

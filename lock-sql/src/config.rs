@@ -105,13 +105,15 @@ const DRIVER_PARAMS: &[&str] = &[
     "dbname",
 ];
 
-/// The longest table name: every name derived from it (`<table>_waitq_order`, the longest
-/// suffix, and the `distlock_<table>` notification channel) must fit PostgreSQL's 63-byte
-/// identifiers, which it would otherwise truncate silently — two derived names could then be
-/// one, and a `NOTIFY` on a longer channel fails, and with it every release.
-pub const MAX_TABLE_LEN: usize = 63 - "_waitq_order".len();
+/// The longest table name: every name derived from it must fit the databases' identifiers
+/// (PostgreSQL 63 bytes, which it would otherwise truncate silently — two derived names could
+/// then be one; MariaDB 64, which refuses longer ones). The longest derived name is the
+/// for_update semaphore's gate token table, `<table>_semgate_fences` on MariaDB
+/// (`<table>_semgate_fence` on PostgreSQL); row mode's `<table>_waitq_order` and the
+/// `distlock_<table>` notification channel are shorter.
+pub const MAX_TABLE_LEN: usize = 63 - "_semgate_fences".len();
 
-/// Checks a table name: `[A-Za-z_][A-Za-z0-9_]{0,50}` ([`MAX_TABLE_LEN`]), the one thing we put
+/// Checks a table name: `[A-Za-z_][A-Za-z0-9_]{0,47}` ([`MAX_TABLE_LEN`]), the one thing we put
 /// in SQL text.
 ///
 /// # Errors
@@ -301,8 +303,8 @@ mod tests {
             ("postgres://h/db?table=x;drop", "x;drop"),
             ("postgres://h/db?table=1abc", "1abc"),
             (
-                "postgres://h/db?table=t234567890123456789012345678901234567890123456789012",
-                "t234567890123456789012345678901234567890123456789012",
+                "postgres://h/db?table=t234567890123456789012345678901234567890123456789",
+                "t234567890123456789012345678901234567890123456789",
             ),
             ("postgres://u:hunter2@h/db?bogus=1", "bogus"),
             ("mysql://h/db?connect_timeout=abc", "connect_timeout=abc"),

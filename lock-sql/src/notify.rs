@@ -21,7 +21,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use lock_core::backend::{owner_token, PerRuntime};
+use lock_core::backend::{owner_token, PerRuntime, Share};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
@@ -135,9 +135,10 @@ static IN_USE: PerRuntime<Wakeups> = PerRuntime::new();
 
 impl Wakeups {
     /// The wake-ups every client of this process shares for `channel` of the database at `url`
-    /// on the current runtime ([`PerRuntime`]; outside a runtime, wake-ups of its own).
-    pub(crate) fn shared(url: &str, channel: &str) -> Arc<Wakeups> {
-        IN_USE.get_or_make(&format!("{channel} {url}"), Wakeups::default)
+    /// on the current runtime, held by the client's `share` ([`Share`]: the listener runs on
+    /// the runtime of the clients that use it; outside a runtime, wake-ups of its own).
+    pub(crate) fn shared(share: &Share<Wakeups>, url: &str, channel: &str) -> Arc<Wakeups> {
+        share.get(&IN_USE, &format!("{channel} {url}"), Wakeups::default)
     }
 
     /// A queue member for one acquisition whose release notifications come to this listener
@@ -181,8 +182,8 @@ impl Wakeups {
             Arc::clone(&self.waiters),
         );
         *slot = Some(tokio::spawn(async move {
-            // Bounded retry pace: a broken listener is retried once a second for the life of
-            // the client; waiters keep a slow safety poll meanwhile.
+            // Bounded retry pace: a broken listener is retried once a second for as long as a
+            // client shares it; waiters keep a slow safety poll meanwhile.
             loop {
                 if let Err(e) = listen(&url, &channels, &waiters).await {
                     tracing::warn!(

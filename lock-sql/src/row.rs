@@ -27,7 +27,7 @@ use async_trait::async_trait;
 use lock_core::backend::wait::random_up_to;
 use lock_core::backend::{
     owner_token, Attempt, CleanupOnDrop, Deadline, GuardParts, Lease, LocalQueue, LockBackend,
-    LostSignal,
+    LostSignal, Share,
 };
 use lock_core::{AcquireOptions, Capabilities, LockError, LockGuard, LockInfo, Wakeup};
 use sqlx::AssertSqlSafe;
@@ -164,8 +164,9 @@ impl From<Option<u64>> for Taken {
 pub(crate) struct RowLock {
     client: Arc<SqlClient>,
     sql: Arc<RowStatements>,
-    /// PostgreSQL: the process's release listener (`None` for the dialects without one).
-    wakeups: Option<Arc<Wakeups>>,
+    /// PostgreSQL: this client's share of the process's release listener (`None` for the
+    /// dialects without one).
+    wakeups: Option<Share<Wakeups>>,
     /// MySQL/MariaDB and SQLite: the bells waiters wait on across processes (`crate::bells`).
     bells: Option<Arc<Bells>>,
     /// SQLite: the names this client queued for lately (their first tries join on losing);
@@ -178,10 +179,7 @@ impl RowLock {
         let sql = Arc::new(statements::row(client.cfg.dialect, &client.cfg.table));
         let bells = Bells::new(client.cfg.dialect, client.cfg.driver_url()).map(Arc::new);
         let queued_lately = (client.cfg.dialect == Dialect::Sqlite).then(RecentlyQueued::default);
-        let wakeups = sql
-            .notify_channel
-            .as_ref()
-            .map(|c| Wakeups::shared(client.cfg.driver_url(), c));
+        let wakeups = sql.notify_channel.as_ref().map(|_| Share::default());
         RowLock {
             client,
             sql,
@@ -422,7 +420,16 @@ impl LockBackend for RowLock {
         let pg = self.client.cfg.dialect == Dialect::Postgres;
         // Only the head of this process's waiters talks to the database.
         let turn = self.client.local_turn(name, try_only, &deadline).await;
-        let registration = match (&self.sql.notify_channel, &self.wakeups, try_only) {
+        // PostgreSQL: the listener the process's clients share on this runtime.
+        let wakeups = match (&self.sql.notify_channel, &self.wakeups) {
+            (Some(channel), Some(share)) => Some(Wakeups::shared(
+                share,
+                self.client.cfg.driver_url(),
+                channel,
+            )),
+            _ => None,
+        };
+        let registration = match (&self.sql.notify_channel, &wakeups, try_only) {
             (Some(channel), Some(wakeups), false) => {
                 wakeups.ensure_listener(self.client.cfg.driver_url(), channel, &self.client.label);
                 Some(wakeups.register(name))
@@ -432,7 +439,7 @@ impl LockBackend for RowLock {
         // This acquisition's place in the name's queue across processes (statements/queue.rs),
         // joined after the first try fails; left (or swept once lapsed) however it ends.
         // PostgreSQL: tagged with this process's listener, so a release notifies it alone.
-        let member = match &self.wakeups {
+        let member = match &wakeups {
             Some(w) => w.member(),
             None => owner_token(),
         };

@@ -87,33 +87,6 @@ async fn clients_of_one_process_share_one_listen_connection() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_longest_table_name_works_and_a_longer_one_is_refused() {
-    // 51 bytes: `<table>_waitq_order` is 63, PostgreSQL's longest identifier, and the
-    // `distlock_<table>` channel fits too. A 63-byte name used to be accepted and broke the
-    // schema (PostgreSQL truncated `<table>_waitq_order` to the lock table's own name).
-    let table = format!("long_{}", "l".repeat(lock_sql::config::MAX_TABLE_LEN - 5));
-    let url = format!("{}?mode=row&table={table}", postgres_url());
-    let (holder, waiter) = (
-        connect_or_explain(&url).await,
-        Arc::new(connect_or_explain(&url).await),
-    );
-    let name = format!("long-{}", &lock_core::backend::owner_token()[..8]);
-    let (held, task) = waiting_behind(&holder, &waiter, &name).await;
-    held.release()
-        .await
-        .expect("a release on the longest table name should succeed");
-    let g = served(task).await;
-    g.release().await.unwrap();
-    let longer = format!("{}?mode=row&table={table}x", postgres_url());
-    let refused = lock_sql::SqlConfig::from_url(&longer).unwrap_err();
-    assert!(
-        matches!(refused, lock_core::LockError::InvalidConfig(_))
-            && refused.to_string().contains(&format!("{table}x")),
-        "{refused}"
-    );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_notifies_only_the_listener_of_the_head() {
     let table = format!("listen_{}", &lock_core::backend::owner_token()[..8]);
     let url = format!("{}?mode=row&table={table}", postgres_url());

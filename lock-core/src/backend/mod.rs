@@ -38,7 +38,7 @@ pub use duration::{format_duration, parse_duration};
 pub use lease::Lease;
 pub use local_queue::LocalQueue;
 pub use lost::LostSignal;
-pub use per_runtime::PerRuntime;
+pub use per_runtime::{PerRuntime, Share};
 pub use token::owner_token;
 pub use url::{redact, DistlockUrl, HostPort, Params};
 pub use wait::{Backoff, Deadline};

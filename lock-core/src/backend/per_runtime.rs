@@ -1,6 +1,7 @@
 //! [`PerRuntime`]: one value per key and tokio runtime, shared by every client of the process
 //! that asks for it there — a connection that wakes waiters (Redis pub/sub, PostgreSQL
-//! `LISTEN`), which would otherwise deliver each message once per client.
+//! `LISTEN`), which would otherwise deliver each message once per client. [`Share`] is one
+//! client's hold on it: the value of the runtime the client is used on now.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
@@ -66,6 +67,48 @@ impl<T> PerRuntime<T> {
     }
 }
 
+/// One client's share of a [`PerRuntime`] value: the value of the runtime the client is used on
+/// now, kept while the client lives (so a connection outlives one acquisition) and looked up
+/// again when the client is used on another runtime — a value is always that of the runtime
+/// that uses it, so the tasks it starts there run where its users are (a client connected on
+/// one runtime and first used on another must not tie every client of the first to a task of
+/// the second).
+pub struct Share<T> {
+    last: Mutex<Option<(Id, Arc<T>)>>,
+}
+
+impl<T> std::fmt::Debug for Share<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Share").finish_non_exhaustive()
+    }
+}
+
+impl<T> Default for Share<T> {
+    fn default() -> Self {
+        Share {
+            last: Mutex::new(None),
+        }
+    }
+}
+
+impl<T> Share<T> {
+    /// The value of `set` for `key` on the current runtime (see [`PerRuntime::get_or_make`]).
+    pub fn get(&self, set: &PerRuntime<T>, key: &str, make: impl FnOnce() -> T) -> Arc<T> {
+        let Ok(rt) = Handle::try_current() else {
+            return Arc::new(make());
+        };
+        let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        match last.as_ref() {
+            Some((id, v)) if *id == rt.id() => Arc::clone(v),
+            _ => {
+                let v = set.get_or_make(key, make);
+                *last = Some((rt.id(), Arc::clone(&v)));
+                v
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -96,6 +139,29 @@ mod tests {
             *set.get_or_make("k", || 6),
             6,
             "outside a runtime: not shared"
+        );
+    }
+
+    #[test]
+    fn a_share_follows_the_runtime_it_is_used_on() {
+        let set: PerRuntime<u32> = PerRuntime::new();
+        let share = super::Share::default();
+        let (first, second) = (
+            tokio::runtime::Runtime::new().unwrap(),
+            tokio::runtime::Runtime::new().unwrap(),
+        );
+        let on_first = first.block_on(async { share.get(&set, "k", || 1) });
+        let on_second = second.block_on(async { share.get(&set, "k", || 2) });
+        assert_eq!((*on_first, *on_second), (1, 2));
+        let again = first.block_on(async { set.get_or_make("k", || 3) });
+        assert!(
+            Arc::ptr_eq(&on_first, &again),
+            "the first runtime's value is shared"
+        );
+        let kept = second.block_on(async { share.get(&set, "k", || 4) });
+        assert!(
+            Arc::ptr_eq(&on_second, &kept),
+            "kept while the client uses it"
         );
     }
 }

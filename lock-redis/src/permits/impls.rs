@@ -57,7 +57,7 @@ fn capabilities() -> Capabilities {
 
 impl RedisLock {
     /// The one server, or the typed refusal Redlock gives (see the module doc).
-    fn permit_server(&self, what: &str) -> Result<(&Node, &std::sync::Arc<Subscriber>), LockError> {
+    fn permit_server(&self, what: &str) -> Result<(&Node, std::sync::Arc<Subscriber>), LockError> {
         self.single_server().ok_or_else(|| {
             LockError::invalid_config(format!(
                 "{}: {what}s are offered on a single Redis instance (redis://) only; a Redlock \
@@ -86,7 +86,7 @@ impl RedisLock {
             },
             timeout: self.config().timeout,
         };
-        acquire(node, subscriber, req, opts, how == Attempt::Try).await
+        acquire(node, &subscriber, req, opts, how == Attempt::Try).await
     }
 
     async fn permit_peek(&self, name: &str, family: Family) -> Result<PermitPeek, LockError> {
