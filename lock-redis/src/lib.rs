@@ -22,8 +22,9 @@
 //! runtime); a release wakes the waiter at the head of a FIFO queue kept in Redis beside the
 //! lock (`{key}\0queue`), and only the head may take a free lock while live waiters are queued —
 //! so a releasing client cannot barge ahead of waiters (try_acquire also yields to queued
-//! waiters). Waiters refresh their place every second (a departed waiter's place lapses after 3 s; a cancelled or timed-out
-//! waiter leaves at once) and otherwise sleep until the holder's lease runs out.
+//! waiters). Waiters refresh their place every second (a departed waiter's place lapses after
+//! 3 s; a cancelled or timed-out waiter leaves at once) and otherwise sleep until the holder's
+//! lease runs out.
 //!
 //! # Redlock (`redlock://h1:p1,h2:p2,h3:p3`)
 //! N independent masters (N odd, ≥ 3), requests to all nodes concurrently, quorum N/2+1,

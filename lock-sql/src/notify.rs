@@ -67,9 +67,12 @@ fn parse(payload: &str) -> (&str, &str) {
     }
 }
 
-/// How long a member made by [`Wakeups::member`] is: the tag's 16 hex digits and a token's 32
+/// How many hex digits a listener's tag has (the start of its waiters' members).
+pub(crate) const TAG_LEN: usize = 16;
+
+/// How long a member made by [`Wakeups::member`] is: the tag ([`TAG_LEN`]) and a token's 32
 /// (`statements/postgres.rs` tells a tagged member by this length).
-pub(crate) const TAGGED_MEMBER: usize = 48;
+pub(crate) const TAGGED_MEMBER: usize = TAG_LEN + 32;
 
 /// The start of the channel that only one listener listens on: its tag follows.
 pub(crate) const TAGGED_CHANNEL: &str = "distlock_w_";
@@ -93,7 +96,7 @@ impl Default for Wakeups {
         Wakeups {
             waiters: Waiters::default(),
             listener: Mutex::default(),
-            tag: owner_token()[..16].to_owned(),
+            tag: owner_token()[..TAG_LEN].to_owned(),
         }
     }
 }

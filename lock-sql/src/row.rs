@@ -420,18 +420,14 @@ impl LockBackend for RowLock {
         let pg = self.client.cfg.dialect == Dialect::Postgres;
         // Only the head of this process's waiters talks to the database.
         let turn = self.client.local_turn(name, try_only, &deadline).await;
-        // PostgreSQL: the listener the process's clients share on this runtime.
-        let wakeups = match (&self.sql.notify_channel, &self.wakeups) {
-            (Some(channel), Some(share)) => Some(Wakeups::shared(
-                share,
-                self.client.cfg.driver_url(),
-                channel,
-            )),
-            _ => None,
-        };
-        let registration = match (&self.sql.notify_channel, &wakeups, try_only) {
-            (Some(channel), Some(wakeups), false) => {
-                wakeups.ensure_listener(self.client.cfg.driver_url(), channel, &self.client.label);
+        // PostgreSQL: the listener the process's clients share on this runtime, and its channel.
+        let url = self.client.cfg.driver_url();
+        let wakeups = (self.sql.notify_channel.as_ref())
+            .zip(self.wakeups.as_ref())
+            .map(|(channel, share)| (Wakeups::shared(share, url, channel), channel));
+        let registration = match (&wakeups, try_only) {
+            (Some((wakeups, channel)), false) => {
+                wakeups.ensure_listener(url, channel, &self.client.label);
                 Some(wakeups.register(name))
             }
             _ => None,
@@ -439,10 +435,9 @@ impl LockBackend for RowLock {
         // This acquisition's place in the name's queue across processes (statements/queue.rs),
         // joined after the first try fails; left (or swept once lapsed) however it ends.
         // PostgreSQL: tagged with this process's listener, so a release notifies it alone.
-        let member = match &wakeups {
-            Some(w) => w.member(),
-            None => owner_token(),
-        };
+        let member = wakeups
+            .as_ref()
+            .map_or_else(owner_token, |(w, _)| w.member());
         let mut place: Option<(CleanupOnDrop, Instant)> = None;
         let mut retries = 0u32;
         let mut misses = 0u32;

@@ -36,7 +36,7 @@ fn release_notify(t: &str, now: &str, except: &str, rest: &str) -> String {
          FROM {rest} CROSS JOIN LATERAL (SELECT COALESCE((SELECT w.member FROM {t}_waitq w \
          WHERE w.name = d.name AND w.expires_at > {now} {except} ORDER BY w.seq LIMIT 1), '') AS head) h",
         tagged = crate::notify::TAGGED_MEMBER,
-        tag = crate::notify::TAGGED_MEMBER - 32,
+        tag = crate::notify::TAG_LEN,
         prefix = crate::notify::TAGGED_CHANNEL,
         channel = notify_channel(t),
     )
