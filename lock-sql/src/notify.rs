@@ -27,11 +27,13 @@ use tokio::task::JoinHandle;
 
 type Waiters = Arc<Mutex<HashMap<String, (Arc<Signal>, usize)>>>;
 
-/// One name's wake-up: the waiters' notify and the queue head the last release named.
+/// One name's wake-up: the waiters' notify, the queue head the last release named and the
+/// last grant (the member a release handed the lock to, and its token).
 #[derive(Debug, Default)]
 pub(crate) struct Signal {
     notify: Notify,
     head: Mutex<String>,
+    grant: Mutex<Option<(String, u64)>>,
 }
 
 impl Signal {
@@ -47,25 +49,81 @@ impl Signal {
         !head.is_empty() && *head != member
     }
 
-    fn wake(&self, head: &str) {
-        head.clone_into(&mut self.head.lock().unwrap_or_else(|p| p.into_inner()));
+    /// The token of the lock a release handed to `member` (`statements/postgres.rs`), if the
+    /// last grant of the name was to it; taken once. A grant stays here until its member takes
+    /// it or a later grant of the name replaces it (a member is one acquisition's, so a grant
+    /// left by a waiter that went away is never taken; the row it names lapses with the
+    /// waiter's place, or the waiter's departure gives it back).
+    pub(crate) fn take_grant(&self, member: &str) -> Option<u64> {
+        let mut grant = self.grant.lock().unwrap_or_else(|p| p.into_inner());
+        match grant.as_ref() {
+            Some((m, _)) if m == member => grant.take().map(|(_, token)| token),
+            _ => None,
+        }
+    }
+
+    fn wake(&self, release: &Release<'_>) {
+        release
+            .head
+            .clone_into(&mut self.head.lock().unwrap_or_else(|p| p.into_inner()));
+        if let Some(token) = release.grant {
+            *self.grant.lock().unwrap_or_else(|p| p.into_inner()) =
+                Some((release.head.to_owned(), token));
+        }
         self.notify.notify_waiters();
     }
 }
 
-/// Splits a release payload into the queue head named (empty: any) and the lock name.
-fn parse(payload: &str) -> (&str, &str) {
-    match payload.split_once('/') {
-        Some((head, name))
-            if head.is_empty()
-                || ((head.len() == 32 || head.len() == TAGGED_MEMBER)
-                    && head.bytes().all(|b| b.is_ascii_hexdigit())) =>
-        {
-            (head, name)
+/// What a release notification says.
+#[derive(Debug, PartialEq, Eq)]
+struct Release<'a> {
+    /// The queue head named (empty: any).
+    head: &'a str,
+    /// The token of the lock handed to `head`, when the release granted it.
+    grant: Option<u64>,
+    /// The lock's name.
+    name: &'a str,
+}
+
+/// Reads a release payload: `<head>/<name>`, or `<head>=<token>/<name>` for a grant (the head
+/// then a tagged member), or a bare name (a client of an older version).
+fn parse(payload: &str) -> Release<'_> {
+    let hex = |h: &str| h.bytes().all(|b| b.is_ascii_hexdigit());
+    let bare = Release {
+        head: "",
+        grant: None,
+        name: payload,
+    };
+    let Some((head, name)) = payload.split_once('/') else {
+        return bare;
+    };
+    match head.split_once(GRANT_MARK) {
+        Some((member, token)) if member.len() == TAGGED_MEMBER && hex(member) => {
+            match token.parse::<u64>() {
+                Ok(token) if token > 0 => Release {
+                    head: member,
+                    grant: Some(token),
+                    name,
+                },
+                _ => bare,
+            }
         }
-        _ => ("", payload),
+        Some(_) => bare,
+        None if head.is_empty()
+            || ((head.len() == 32 || head.len() == TAGGED_MEMBER) && hex(head)) =>
+        {
+            Release {
+                head,
+                grant: None,
+                name,
+            }
+        }
+        None => bare,
     }
 }
+
+/// Between a granted member and its token in a release payload.
+pub(crate) const GRANT_MARK: &str = "=";
 
 /// How many hex digits a listener's tag has (the start of its waiters' members).
 pub(crate) const TAG_LEN: usize = 16;
@@ -150,6 +208,30 @@ impl Wakeups {
         format!("{}{}", self.tag, owner_token())
     }
 
+    /// Hands a grant that a release by a client of this process made to `member` (its token
+    /// `token`) straight to the member's waiter when that waiter is one of this listener's
+    /// (the member carries its tag): the waiter need not wait for the notification's trip
+    /// through the database and the listener connection. The notification still comes, and
+    /// repeats the grant harmlessly (a member is one acquisition's, taken once).
+    pub(crate) fn deliver(&self, name: &str, member: &str, token: u64) {
+        if member.len() != TAGGED_MEMBER || !member.starts_with(self.tag.as_str()) {
+            return;
+        }
+        let signal = self
+            .waiters
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(name)
+            .map(|(s, _)| Arc::clone(s));
+        if let Some(signal) = signal {
+            signal.wake(&Release {
+                head: member,
+                grant: Some(token),
+                name,
+            });
+        }
+    }
+
     /// Registers interest in `name`'s release.
     pub(crate) fn register(&self, name: &str) -> Registration {
         let mut w = self.waiters.lock().unwrap_or_else(|p| p.into_inner());
@@ -210,32 +292,82 @@ async fn listen(url: &str, channels: &[String], waiters: &Waiters) -> Result<(),
         .await?;
     loop {
         let n = listener.recv().await?;
-        let (head, name) = parse(n.payload());
+        let release = parse(n.payload());
         let signal = waiters
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .get(name)
+            .get(release.name)
             .map(|(s, _)| Arc::clone(s));
         if let Some(signal) = signal {
-            signal.wake(head);
+            signal.wake(&release);
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::parse;
+    use super::{parse, Release};
+
+    fn read(payload: &str) -> (&str, Option<u64>, &str) {
+        let Release { head, grant, name } = parse(payload);
+        (head, grant, name)
+    }
 
     #[test]
     fn payloads_name_the_head_and_the_lock() {
         let m = "0123456789abcdef0123456789abcdef";
-        assert_eq!(parse(&format!("{m}/a/b")), (m, "a/b"));
-        assert_eq!(parse("/a/b"), ("", "a/b"));
+        assert_eq!(read(&format!("{m}/a/b")), (m, None, "a/b"));
+        assert_eq!(read("/a/b"), ("", None, "a/b"));
         // A member tagged with its listener's channel.
         let tagged = format!("fedcba9876543210{m}");
-        assert_eq!(parse(&format!("{tagged}/a")), (tagged.as_str(), "a"));
+        assert_eq!(read(&format!("{tagged}/a")), (tagged.as_str(), None, "a"));
         // An older client's payload is the bare name, slashes and all.
-        assert_eq!(parse("jobs/nightly"), ("", "jobs/nightly"));
-        assert_eq!(parse("plain"), ("", "plain"));
+        assert_eq!(read("jobs/nightly"), ("", None, "jobs/nightly"));
+        assert_eq!(read("plain"), ("", None, "plain"));
+    }
+
+    #[test]
+    fn a_grant_names_its_member_and_token() {
+        let tagged = "fedcba98765432100123456789abcdef0123456789abcdef";
+        assert_eq!(
+            read(&format!("{tagged}=42/jobs/nightly")),
+            (tagged, Some(42), "jobs/nightly")
+        );
+        // Only a tagged member with a positive token is a grant; anything else is a bare name.
+        for odd in [
+            format!("{tagged}=0/a"),
+            format!("{tagged}=x/a"),
+            format!("{tagged}=/a"),
+            "0123456789abcdef0123456789abcdef=7/a".to_owned(),
+        ] {
+            assert_eq!(read(&odd), ("", None, odd.as_str()), "{odd}");
+        }
+    }
+
+    #[test]
+    fn a_grant_is_taken_once_and_only_by_its_member() {
+        let signal = super::Signal::default();
+        let (a, b) = (format!("{:048}", 1), format!("{:048}", 2));
+        signal.wake(&Release {
+            head: &a,
+            grant: Some(9),
+            name: "n",
+        });
+        assert!(signal.for_other(&b));
+        assert_eq!(signal.take_grant(&b), None);
+        assert_eq!(signal.take_grant(&a), Some(9));
+        assert_eq!(signal.take_grant(&a), None);
+        // A plain wake-up does not drop a grant not yet taken.
+        signal.wake(&Release {
+            head: &a,
+            grant: Some(10),
+            name: "n",
+        });
+        signal.wake(&Release {
+            head: "",
+            grant: None,
+            name: "n",
+        });
+        assert_eq!(signal.take_grant(&a), Some(10));
     }
 }

@@ -1,7 +1,8 @@
-//! Which names this client had to queue for lately (SQLite's first try, `row.rs`): a first try
-//! that may lose and then has to join the queue does both in one transaction, which costs an
-//! uncontended acquisition ~12% (three statements instead of one); a name queued for within
-//! [`WITHIN`] is likely contended again, so only its first tries pay that.
+//! Which names this client had to queue for lately (the first try of SQLite and PostgreSQL,
+//! `row.rs`): a first try that may lose and then has to join the queue does both in one
+//! transaction (SQLite), which costs an uncontended acquisition ~12% (three statements instead
+//! of one), or one statement with more to do (PostgreSQL); a name queued for within [`WITHIN`]
+//! is likely contended again, so only its first tries pay that.
 //!
 //! A hint only: either kind of first try is safe; the wrong guess costs speed (a plain try on
 //! a contended name leaves a moment between the failed try and the place) or 12%.

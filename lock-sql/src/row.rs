@@ -116,11 +116,15 @@ enum Try<'a> {
     First,
     /// As the member of a place in the queue: only the places ahead of it count.
     Queued(&'a str),
-    /// SQLite, for a name this client queued for lately (`crate::recently_queued`): a first
-    /// try that, lost, takes a place for this member in the same write (and its bell before
-    /// anyone can see the place), so that no release and re-take by another process fits
-    /// between a waiter's failed try and its place. Two writes, each waiting for the file,
-    /// left that gap: with two processes and bells, 43–57% of acquisitions were re-takes.
+    /// SQLite and PostgreSQL, for a name this client queued for lately
+    /// (`crate::recently_queued`): a first try that, lost, takes a place for this member in the
+    /// same write (SQLite: and its bell before anyone can see the place), so that no release
+    /// fits between a waiter's failed try and its place. SQLite: two writes, each waiting for
+    /// the file, left that gap, and with two processes and bells 43–57% of acquisitions were
+    /// re-takes. PostgreSQL: the release that follows finds the place and grants the lock to
+    /// it (`statements/postgres.rs`), where a release in the gap deleted the row and the
+    /// waiter needed three more statements (join, look, take) — the common case for the next
+    /// waiter of a process, whose turn starts as the holder's does.
     FirstOrJoin(&'a str),
 }
 
@@ -178,7 +182,8 @@ impl RowLock {
     pub(crate) fn new(client: Arc<SqlClient>) -> Self {
         let sql = Arc::new(statements::row(client.cfg.dialect, &client.cfg.table));
         let bells = Bells::new(client.cfg.dialect, client.cfg.driver_url()).map(Arc::new);
-        let queued_lately = (client.cfg.dialect == Dialect::Sqlite).then(RecentlyQueued::default);
+        let queued_lately = matches!(client.cfg.dialect, Dialect::Sqlite | Dialect::Postgres)
+            .then(RecentlyQueued::default);
         let wakeups = sql.notify_channel.as_ref().map(|_| Share::default());
         RowLock {
             client,
@@ -189,7 +194,22 @@ impl RowLock {
         }
     }
 
-    /// Notes that an acquisition of `name` queued (SQLite only: see [`Try::FirstOrJoin`]).
+    /// PostgreSQL: the release listener this client shares on the current runtime, and its
+    /// channel (`None` for the dialects without one).
+    fn wakeups(&self) -> Option<(Arc<Wakeups>, &String)> {
+        let url = self.client.cfg.driver_url();
+        (self.sql.notify_channel.as_ref())
+            .zip(self.wakeups.as_ref())
+            .map(|(channel, share)| (Wakeups::shared(share, url, channel), channel))
+    }
+
+    /// [`Self::wakeups`] without the channel.
+    fn local_wakeups(&self) -> Option<Arc<Wakeups>> {
+        self.wakeups().map(|(w, _)| w)
+    }
+
+    /// Notes that an acquisition of `name` queued (SQLite and PostgreSQL: see
+    /// [`Try::FirstOrJoin`]).
     fn note_queued(&self, name: &str) {
         if let Some(q) = &self.queued_lately {
             q.note(name);
@@ -211,6 +231,11 @@ impl RowLock {
         ttl: Duration,
     ) -> Result<Taken, Failure> {
         let attempt = RowLease::new(self, name, owner);
+        // A place a joining try took may be granted the lock before it is left.
+        let departure = match how {
+            Try::FirstOrJoin(m) => Some(self.departure(name, m)),
+            _ => None,
+        };
         let how = how.owned();
         let bells = self.bells.clone();
         let (reply, answer) = oneshot::channel();
@@ -229,9 +254,8 @@ impl RowLock {
                         let _ = attempt.release().await;
                     }
                     Err(Ok(Taken::Joined(_))) => {
-                        if let OwnedTry::FirstOrJoin(m) = &how {
-                            let who = (&attempt.pool, &*attempt.sql, attempt.label.as_str());
-                            let _ = leave(who, &attempt.name, m).await;
+                        if let Some(departure) = departure {
+                            departure.await;
                         }
                     }
                     _ => {}
@@ -275,6 +299,8 @@ impl RowLock {
         );
         let (n, m) = (name.to_owned(), member.to_owned());
         let (reply, answer) = oneshot::channel();
+        // A release may grant the place the lock before it is left.
+        let departure = self.departure(name, member);
         tokio::spawn(
             async move {
                 let joined = retrying(&label, &n, || async {
@@ -286,7 +312,7 @@ impl RowLock {
                 })
                 .await;
                 if reply.send(joined).is_err() {
-                    let _ = leave((&pool, &sql, &label), &n, &m).await;
+                    departure.await;
                 }
             }
             .in_current_span(),
@@ -304,31 +330,42 @@ impl RowLock {
     /// Leaves the queue of `name` (sweeping its lapsed places) when dropped or run: however
     /// the acquisition ends, its place does not hold others back.
     fn leave_on_drop(&self, name: &str, member: &str) -> CleanupOnDrop {
+        let departure = self.departure(name, member);
+        CleanupOnDrop::new(move || Box::pin(departure))
+    }
+
+    /// Leaves the queue of `name` now and waits for it; the statements run in their own
+    /// task, so a cancel while waiting does not stop them (`cleanup`, the place's drop guard,
+    /// is disarmed: this replaces it).
+    async fn leave_now(&self, cleanup: CleanupOnDrop, name: &str, member: &str) {
+        cleanup.disarm();
+        let _ = tokio::spawn(self.departure(name, member)).await;
+    }
+
+    /// A waiter's departure from the queue of `name` as `member`: it leaves its place and
+    /// (PostgreSQL) gives back a lock a release granted it meanwhile, which passes the lock on
+    /// to the next head at once instead of leaving it idle until the grant's lease runs out.
+    fn departure(
+        &self,
+        name: &str,
+        member: &str,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static {
         let (pool, sql) = (self.client.pool.clone(), Arc::clone(&self.sql));
         let (name, member, label) = (
             name.to_owned(),
             member.to_owned(),
             self.client.label.clone(),
         );
-        CleanupOnDrop::new(move || {
-            Box::pin(async move {
-                let _ = leave((&pool, &sql, &label), &name, &member).await;
-            })
-        })
-    }
-
-    /// Leaves the queue of `name` now and waits for it; the statement runs in its own task,
-    /// so a cancel while waiting does not stop it (`cleanup`, the place's drop guard, is
-    /// disarmed: this replaces it).
-    async fn leave_now(&self, cleanup: CleanupOnDrop, name: &str, member: &str) {
-        cleanup.disarm();
-        let (pool, sql) = (self.client.pool.clone(), Arc::clone(&self.sql));
-        let (n, m, label) = (
-            name.to_owned(),
-            member.to_owned(),
-            self.client.label.clone(),
-        );
-        let _ = tokio::spawn(async move { leave((&pool, &sql, &label), &n, &m).await }).await;
+        let granted =
+            (self.sql.notify_channel.is_some()).then(|| RowLease::new(self, &name, &member));
+        async move {
+            let _ = leave((&pool, &sql, &label), &name, &member).await;
+            if let Some(granted) = granted {
+                // Finds no row of ours unless a release granted us the lock meanwhile.
+                let _ = granted.on_a_live_connection(|| granted.delete()).await;
+            }
+        }
+        .in_current_span()
     }
 
     /// What a waiter as `member` sees of `name` (see [`Look`]).
@@ -405,6 +442,41 @@ impl RowLock {
         .start()
         .await
     }
+
+    /// The guard for the lock a release granted to `member` (PostgreSQL,
+    /// `statements/postgres.rs`): the row is ours, with the rest of our place in the queue as
+    /// its lease — at least [`WAITER_TTL`] from `refreshed`, when the statement that last
+    /// refreshed the place was sent (the database refreshed it after that). When the caller's
+    /// lease is shorter, or will not be renewed, a validity of zero makes the guard renew to
+    /// the caller's `ttl` before it is handed out ([`GuardParts::start`]), so the lease is the
+    /// caller's from then on; otherwise the guard's first renewal, a third of the way, does
+    /// it. The grant took our place out of the queue (a refresh on its way then may have put
+    /// it back: the guard's release removes it).
+    async fn granted(
+        &self,
+        name: &str,
+        member: &str,
+        token: u64,
+        opts: &AcquireOptions,
+        refreshed: Instant,
+    ) -> Result<LockGuard, LockError> {
+        let validity = match opts.ttl < WAITER_TTL || !opts.renew {
+            true => Duration::ZERO,
+            false => lease_validity(WAITER_TTL),
+        };
+        let lease = Arc::new(RowLease::new(self, name, member));
+        GuardParts::leased(
+            name,
+            &self.client.label,
+            token,
+            opts,
+            refreshed,
+            validity,
+            lease,
+        )
+        .start()
+        .await
+    }
 }
 
 #[async_trait]
@@ -422,9 +494,7 @@ impl LockBackend for RowLock {
         let turn = self.client.local_turn(name, try_only, &deadline).await;
         // PostgreSQL: the listener the process's clients share on this runtime, and its channel.
         let url = self.client.cfg.driver_url();
-        let wakeups = (self.sql.notify_channel.as_ref())
-            .zip(self.wakeups.as_ref())
-            .map(|(channel, share)| (Wakeups::shared(share, url, channel), channel));
+        let wakeups = self.wakeups();
         let registration = match (&wakeups, try_only) {
             (Some((wakeups, channel)), false) => {
                 wakeups.ensure_listener(url, channel, &self.client.label);
@@ -446,6 +516,8 @@ impl LockBackend for RowLock {
         // until the guard releases); and the member whose bell last rang for us.
         let mut bell: Option<Bell> = None;
         let mut rung = String::new();
+        // Wait without looking first (PostgreSQL, just joined by the try).
+        let mut skip_look = false;
         loop {
             // Armed before the attempt so a release between the attempt and the wait still
             // wakes us.
@@ -457,6 +529,35 @@ impl LockBackend for RowLock {
             }
             if let Some(n) = released.as_mut().as_pin_mut() {
                 n.enable();
+            }
+            // PostgreSQL: a release handed us the lock (its notification carried the grant).
+            let grant = registration.as_ref().zip(place.as_ref());
+            if let Some((token, refreshed)) =
+                grant.and_then(|(r, (_, at))| r.signal.take_grant(&member).map(|t| (t, *at)))
+            {
+                // Given back (and passed on) if this future ends before the guard owns it.
+                let armed = self.cleanup(name, &member);
+                match self.granted(name, &member, token, opts, refreshed).await {
+                    Ok(g) => {
+                        armed.disarm();
+                        if let Some((queued, _)) = place.take() {
+                            // The grant removed our place (see `granted`).
+                            queued.disarm();
+                        }
+                        return Ok(Some(g));
+                    }
+                    // Granted too late to be of use (the lease had mostly passed) and given
+                    // back, which passed it on and removed our place: queue again.
+                    Err(e) if !deadline.expired() => {
+                        tracing::debug!(token, error = %e, "granted the row too late to use it; gave it back, queueing again");
+                        if let Some((_, at)) = &mut place {
+                            *at = Instant::now().checked_sub(REFRESH).unwrap_or(*at);
+                        }
+                        try_now = false;
+                        continue;
+                    }
+                    Err(e) => return Err(e),
+                }
             }
             if try_now {
                 // A try with a bell names it to whoever waits behind us (`crate::bells`);
@@ -525,8 +626,11 @@ impl LockBackend for RowLock {
                     Ok(Taken::Lost) | Err(Failure::Busy) => armed.disarm(),
                     Ok(Taken::Joined(rung_by)) => {
                         armed.disarm();
+                        // PostgreSQL: the release that follows notifies (or grants) us;
+                        // nothing to look at meanwhile.
+                        skip_look = pg;
                         let cleanup = joined.unwrap_or_else(|| self.leave_on_drop(name, &member));
-                        place = Some((cleanup, Instant::now()));
+                        place = Some((cleanup, started));
                         bell = rung_by;
                         self.note_queued(name);
                         tracing::debug!("held by another client, or waiters are ahead: queued");
@@ -578,19 +682,36 @@ impl LockBackend for RowLock {
                     // Armed first: a cancel after the join answered but before this future
                     // ran again would otherwise leave the place behind.
                     let cleanup = self.leave_on_drop(name, &member);
+                    let sent = Instant::now();
                     self.join(name, &member).await?;
-                    place = Some((cleanup, Instant::now()));
+                    place = Some((cleanup, sent));
                     self.note_queued(name);
                     // The look below follows at once, so a release in between is not missed.
                     tracing::debug!("held by another client, or waiters are ahead: queued");
                 }
                 Some((_, refreshed)) if refreshed.elapsed() >= REFRESH => {
+                    let sent = Instant::now();
                     self.join(name, &member).await?;
-                    *refreshed = Instant::now();
+                    *refreshed = sent;
                 }
                 Some(_) => {}
             }
-            let look = self.state(name, &member).await?;
+            let look = match std::mem::take(&mut skip_look) {
+                // Until a notification, or the safety look a second on.
+                true => Look {
+                    left: Some(ms(NOTIFY_SAFETY_POLL)),
+                    ahead: 1,
+                    holder: None,
+                    before: None,
+                },
+                false => self.state(name, &member).await?,
+            };
+            if pg && look.holder.as_deref() == Some(member.as_str()) {
+                // A release granted us the lock and its message went astray: the take claims
+                // the row (`statements/postgres.rs`).
+                try_now = true;
+                continue;
+            }
             let (left, ahead) = (look.left, look.ahead);
             if ahead == 0 && look.free() {
                 // Our turn by the queue; a take that still fails (a row just taken by a
@@ -786,6 +907,9 @@ struct RowLease {
     /// MySQL: the holder's bell, rung after its release (dropped with the lease otherwise,
     /// which rings it too).
     bell: std::sync::Mutex<Option<Bell>>,
+    /// PostgreSQL: the process's release listener, which a release that granted the lock to
+    /// one of its waiters hands the grant to directly ([`Wakeups::deliver`]).
+    local: Option<Arc<Wakeups>>,
 }
 
 impl RowLease {
@@ -799,6 +923,7 @@ impl RowLease {
             label: lock.client.label.clone(),
             queue_key: lock.client.queue_key(name),
             bell: std::sync::Mutex::new(None),
+            local: lock.local_wakeups(),
         }
     }
 
@@ -884,9 +1009,10 @@ impl RowLease {
         }
     }
 
-    /// SQLite ([`Try::FirstOrJoin`]): a first try, and when it loses, `member`'s bell and its
-    /// place in the queue, in one transaction — one wait for the file, and no moment in which
-    /// the try has failed but the place is not there yet.
+    /// [`Try::FirstOrJoin`]: a first try, and when it loses, `member`'s place in the queue
+    /// (SQLite: and its bell), in one statement (PostgreSQL) or one transaction (SQLite: one
+    /// wait for the file) — no moment in which the try has failed but the place is not there
+    /// yet.
     async fn take_or_join(
         &self,
         ttl: Duration,
@@ -895,6 +1021,22 @@ impl RowLease {
     ) -> Result<Taken, Failure> {
         let name = self.name.as_str();
         let c = |e| classify(e, &self.label, Some(name));
+        if let Some(text) = &self.sql.acquire_or_join {
+            // One statement (PostgreSQL): the token won, or the place joined.
+            let row = sqlx::query(AssertSqlSafe(text.as_str()))
+                .bind(name)
+                .bind(self.owner.as_str())
+                .bind(ms(ttl))
+                .bind(member)
+                .bind(ms(WAITER_TTL))
+                .fetch_one(&self.pool)
+                .await
+                .map_err(c)?;
+            let won: Option<i64> = row
+                .try_get(0)
+                .map_err(|e| Failure::Error(map(e, &self.label, Some(name))))?;
+            return Ok(won.map_or(Taken::Joined(None), |t| Taken::Won(t as u64)));
+        }
         // Our bell before our place, so whoever finds the place finds the bell held; and
         // before the transaction, which holds the file's write lock from its first statement
         // (let go at once if the try wins).
@@ -939,9 +1081,14 @@ impl RowLease {
         let c = |e| classify(e, &self.label, Some(&self.name));
         if self.dialect == Dialect::Postgres {
             let row = q.fetch_one(&self.pool).await.map_err(c)?;
-            let n: i64 = row
-                .try_get(0)
-                .map_err(|e| Failure::Error(map(e, &self.label, Some(&self.name))))?;
+            let get = |e| Failure::Error(map(e, &self.label, Some(&self.name)));
+            let n: i64 = row.try_get(0).map_err(get)?;
+            // The member the release granted the lock to, and its token (NULL: none).
+            let granted: Option<String> = row.try_get(2).map_err(get)?;
+            let token: Option<i64> = row.try_get(3).map_err(get)?;
+            if let (Some(local), Some(member), Some(token)) = (&self.local, granted, token) {
+                local.deliver(&self.name, &member, token as u64);
+            }
             Ok(n as u64)
         } else {
             Ok(q.execute(&self.pool).await.map_err(c)?.rows_affected())

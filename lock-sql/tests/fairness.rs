@@ -276,16 +276,16 @@ async fn postgres_release_wakes_only_the_head_of_the_queue() {
     }
 }
 
-/// PostgreSQL: a head woken by a release is granted by one request — the statement that wins
-/// the row also leaves the queue (before, a second statement left it on the way from the
-/// release to the guard: two round trips per handoff). Counted by the proxy in front of the
-/// waiter's client from the release until the waiter has gone quiet, the fewest over eight
-/// handoffs. The waiter's client has one connection, so
+/// PostgreSQL: the release is the queue head's grant — the release statement hands the row to
+/// the head and its notification carries the token, so the head holds the lock without a
+/// request of its own (before: one, the take; before that, two, the take and a leave).
+/// Counted by the proxy in front of the waiter's client from the release until the waiter has
+/// gone quiet, the fewest over eight handoffs; each grant's token is above the holder's. The waiter's client has one connection, so
 /// its statements are prepared after the first round and the pool never hands it one idle long
 /// enough to be pinged first (a pool that rotated its connections did, on a loaded machine);
 /// each release waits until the waiter's place is in the queue and the waiter has gone quiet.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_a_woken_head_is_granted_by_one_request() {
+async fn postgres_the_release_is_the_heads_grant() {
     let url = postgres_url();
     let name = format!("one-trip-{}", &lock_core::backend::owner_token()[..8]);
     let wait = AcquireOptions::new()
@@ -312,6 +312,7 @@ async fn postgres_a_woken_head_is_granted_by_one_request() {
         // ... and looked: it sends nothing more until the release (its refresh and safety
         // look are a second away; on a loaded machine its look can come well after the join).
         let before = support::quiet(&proxy).await;
+        let held_token = held.fencing_token();
         held.release().await.unwrap();
         let g = tokio::time::timeout(Duration::from_secs(5), task)
             .await
@@ -319,13 +320,18 @@ async fn postgres_a_woken_head_is_granted_by_one_request() {
             .unwrap()
             .unwrap();
         fewest = fewest.min(support::quiet(&proxy).await - before);
+        assert!(
+            g.fencing_token() > held_token,
+            "round {round}: granted token {} after the holder's {held_token}",
+            g.fencing_token()
+        );
         g.release().await.unwrap();
     }
     // sqlx pings a connection as it goes back to the pool: a statement is two requests on
-    // its one connection (the take; before, take, ping, leave, ping).
-    assert!(
-        fewest <= 2,
-        "the woken waiter sent {fewest} requests from the release to its grant (fewest of 8 \
-         handoffs; the take and sqlx's ping expected)"
+    // its one connection (before this, the take and its ping).
+    assert_eq!(
+        fewest, 0,
+        "the waiter sent {fewest} requests from the release to its grant (fewest of 8 \
+         handoffs; none expected: the release's notification is the grant)"
     );
 }

@@ -1,8 +1,9 @@
 //! PostgreSQL row mode wakes waiters with `LISTEN/NOTIFY`: the clients of one process (on one
 //! runtime) share one `LISTEN` connection per database and lock table, so a release's
 //! notification reaches the process once, not once per client that ever waited; and a release
-//! whose queue head is a waiter of this version notifies that waiter's listener alone, so of
-//! many waiting processes only the head's hears it.
+//! whose queue head is a waiter of this version notifies that waiter's listener alone (with
+//! the grant of the lock, `tests/grants.rs`), so of many waiting processes only the head's
+//! hears it.
 #![cfg(feature = "postgres")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -112,13 +113,17 @@ async fn a_release_notifies_only_the_listener_of_the_head() {
         .await
         .expect("the release notified nobody")
         .unwrap();
+    // The head holds now, by the grant the notification names (the head, then its token).
+    let g = served(task).await;
     assert_eq!(
         (first.channel(), first.payload()),
-        (own_channel.as_str(), format!("{member}/{name}").as_str()),
-        "the release should notify the head's own listener, naming it"
+        (
+            own_channel.as_str(),
+            format!("{member}={}/{name}", g.fencing_token()).as_str()
+        ),
+        "the release should notify the head's own listener, granting it the lock"
     );
-    // The head holds now; nothing else was said on either channel.
-    let g = served(task).await;
+    // Nothing else was said on either channel.
     let more = tokio::time::timeout(Duration::from_millis(300), ear.recv()).await;
     assert!(
         more.is_err(),

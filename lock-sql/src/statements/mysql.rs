@@ -93,8 +93,9 @@ pub(crate) fn row(t: &str) -> RowStatements {
         acquire_first: acquire(super::queue::anyone(t, now, "?")),
         enqueue: super::queue::enqueue_upsert(t, now, ["?", "?", "?"], "ON DUPLICATE KEY UPDATE expires_at = VALUES(expires_at)"),
         leave: super::queue::leave(t, now, "?", "?"),
+        acquire_or_join: None,
         acquire_leaves: false,
-        state: super::queue::state(t, now, "?", "?", true),
+        state: super::queue::state(t, now, "?", "?", super::queue::Seen::HolderAndBefore),
         positional: true,
         bump: Some(format!(
             "INSERT INTO {t}_fences (name, fence) VALUES (?, LAST_INSERT_ID(1)) ON DUPLICATE KEY UPDATE fence = LAST_INSERT_ID(fence + 1)"

@@ -19,6 +19,10 @@ const SCHEMA_LOCK: &str = "SELECT pg_advisory_xact_lock(7261982733)";
 /// server crashes (a lost lock row is a second holder; a lost token draw a repeated token).
 const SESSION: &[&str] = &["SET synchronous_commit = on"];
 
+/// How joining the queue refreshes a place the member has already.
+const UPSERT_PLACE: &str =
+    "ON CONFLICT (name, member) DO UPDATE SET expires_at = EXCLUDED.expires_at";
+
 /// Whether a table or sequence exists on the search path; returns a count.
 const OBJECT_EXISTS: &str = "SELECT CAST((to_regclass($1) IS NOT NULL)::int AS BIGINT)";
 
@@ -39,6 +43,49 @@ fn release_notify(t: &str, now: &str, except: &str, rest: &str) -> String {
         tag = crate::notify::TAG_LEN,
         prefix = crate::notify::TAGGED_CHANNEL,
         channel = notify_channel(t),
+    )
+}
+
+/// The release (binds: name, owner), which hands the lock straight to the queue's head when
+/// that head is a waiter of this version (a tagged member, `notify::TAGGED_MEMBER` digits):
+/// the row becomes the head's (owner = its member, lease = the rest of its place), the name's
+/// token is bumped, and the notification on the head's own channel carries the grant
+/// (`<member>=<token>/<name>`, `crate::notify`), so the head holds the lock without another
+/// round trip. Otherwise (nobody queued, or an older client at the head) the row is deleted
+/// and the head named on the table's channel, as [`release_notify`] does. The granted head's place goes with
+/// the grant (as a winning take's does), and the releaser's own, if it has one: a refresh
+/// of a head's place sent as the grant landed can bring the place back, and the holder's
+/// release then removes it, so it never outlives the hold. Returns
+/// the rows released (deleted or granted), the notifications sent, and the member granted the
+/// lock with its token (NULLs when none: the releaser hands a grant to a waiter of its own
+/// process directly, `notify::Wakeups::deliver`).
+///
+/// The head's place is locked (`FOR UPDATE`) until the grant commits: a head that is leaving
+/// at that moment leaves only after it, and its departure then finds the row its own and
+/// gives it back (`row.rs`, `RowLock::departure`) — unlocked, a grant could land after the
+/// departure had looked, and the lock sat with no one until the place's lease ran out.
+fn granting_release(t: &str, now: &str) -> String {
+    let tagged = crate::notify::TAGGED_MEMBER;
+    format!(
+        "WITH h AS (SELECT w.member, w.expires_at FROM {t}_waitq w \
+         WHERE w.name = $1 AND w.member <> $2 AND w.expires_at > {now} ORDER BY w.seq LIMIT 1 FOR UPDATE), \
+         g AS (UPDATE {t} l SET owner = h.member, expires_at = h.expires_at FROM h \
+         WHERE l.name = $1 AND l.owner = $2 AND length(h.member) = {tagged} RETURNING l.name, h.member), \
+         d AS (DELETE FROM {t} WHERE name = $1 AND owner = $2 \
+         AND NOT EXISTS (SELECT 1 FROM h WHERE length(h.member) = {tagged}) RETURNING name), \
+         b AS (INSERT INTO {t}_fences (name, fence) SELECT name, 1 FROM g \
+         ON CONFLICT (name) DO UPDATE SET fence = {t}_fences.fence + 1 RETURNING fence), \
+         p AS (DELETE FROM {t}_waitq q USING (SELECT member FROM g UNION ALL SELECT $2) x \
+         WHERE q.name = $1 AND q.member = x.member) \
+         SELECT (SELECT count(*) FROM d) + (SELECT count(*) FROM g) AS released, \
+         (SELECT count(pg_notify('{channel}', COALESCE((SELECT member FROM h), '') || '/' || d.name)) FROM d) \
+         + (SELECT count(pg_notify('{prefix}' || left(g.member, {tag}), \
+         g.member || '{grant}' || b.fence || '/' || g.name)) FROM g, b) AS notified, \
+         (SELECT member FROM g) AS granted, (SELECT fence FROM b) AS token",
+        channel = notify_channel(t),
+        prefix = crate::notify::TAGGED_CHANNEL,
+        tag = crate::notify::TAG_LEN,
+        grant = crate::notify::GRANT_MARK,
     )
 }
 
@@ -94,12 +141,14 @@ fn token_sequence(t: &str) -> Ddl {
 pub(crate) fn row(t: &str) -> RowStatements {
     let now = NOW_MS;
     // `leave`: a data-modifying CTE run with the win (or "" for a caller without a place).
-    let acquire = |ahead: String, leave: &str| {
+    // `mine`: a further condition under which an existing row is taken over.
+    // `gate`: when the caller may insert (no live place ahead of it).
+    let acquire = |gate: String, leave: &str, mine: &str| {
         format!(
             "WITH won AS (INSERT INTO {t} (name, owner, fence, expires_at) SELECT $1, $2, 0, {now} + $3 \
-             WHERE NOT EXISTS ({ahead}) \
+             WHERE {gate} \
              ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at \
-             WHERE {t}.expires_at <= {now} RETURNING name), \
+             WHERE {t}.expires_at <= {now}{mine} RETURNING name), \
              bump AS (INSERT INTO {t}_fences (name, fence) SELECT name, 1 FROM won \
              ON CONFLICT (name) DO UPDATE SET fence = {t}_fences.fence + 1 RETURNING fence){leave} \
              SELECT fence FROM bump",
@@ -113,14 +162,52 @@ pub(crate) fn row(t: &str) -> RowStatements {
     let leave_on_win = format!(
         ", gone AS (DELETE FROM {t}_waitq WHERE name = $1 AND member = $4 AND EXISTS (SELECT 1 FROM won))"
     );
+    // A first try that joins the queue when it does not win (`RowStatements::acquire_or_join`):
+    // no release can fall between the failed try and the place, so the release that follows
+    // finds the place and grants the lock to it (`granting_release`).
+    let join_on_loss = format!(
+        ", joined AS ({enqueue} RETURNING 1)",
+        enqueue = super::queue::enqueue_if(
+            t,
+            now,
+            ["$1", "$4", "$5"],
+            "NOT EXISTS (SELECT 1 FROM won)",
+            UPSERT_PLACE,
+        ),
+    );
+    let acquire_or_join = acquire(
+        format!("NOT EXISTS ({})", super::queue::anyone(t, now, "$1")),
+        &join_on_loss,
+        "",
+    )
+    .replacen(
+        "SELECT fence FROM bump",
+        "SELECT (SELECT fence FROM bump), (SELECT count(*) FROM joined)",
+        1,
+    );
     RowStatements {
+        acquire_or_join: Some(acquire_or_join),
         // The row upsert and the per-name counter bump are one statement (data-modifying
         // CTEs), and the counter is bumped only for a row won; the counter row stays locked
         // until commit.
-        acquire: acquire(super::queue::ahead(t, now, "$1", "$4"), &leave_on_win),
-        acquire_first: acquire(super::queue::anyone(t, now, "$1"), ""),
+        // A queued try also takes a row a release granted to its member (`granting_release`)
+        // whose message it missed: the grant took its place out of the queue, so the places
+        // behind it do not count either.
+        acquire: acquire(
+            format!(
+                "(NOT EXISTS ({ahead}) OR EXISTS (SELECT 1 FROM {t} g WHERE g.name = $1 AND g.owner = $4))",
+                ahead = super::queue::ahead(t, now, "$1", "$4")
+            ),
+            &leave_on_win,
+            &format!(" OR {t}.owner = $4"),
+        ),
+        acquire_first: acquire(
+            format!("NOT EXISTS ({})", super::queue::anyone(t, now, "$1")),
+            "",
+            "",
+        ),
         acquire_leaves: true,
-        enqueue: super::queue::enqueue_upsert(t, now, ["$1", "$2", "$3"], "ON CONFLICT (name, member) DO UPDATE SET expires_at = EXCLUDED.expires_at"),
+        enqueue: super::queue::enqueue_upsert(t, now, ["$1", "$2", "$3"], UPSERT_PLACE),
         // Leaving also tells the next head when the lock is free (a head that was told of a
         // release and then cancelled would otherwise leave the lock idle until the next
         // waiter's safety look). A data-modifying CTE's deletion is not visible to the rest of
@@ -132,7 +219,9 @@ pub(crate) fn row(t: &str) -> RowStatements {
             leave = super::queue::leave(t, now, "$1", "$2"),
             notify = release_notify(t, now, "AND w.member <> $2", "(SELECT DISTINCT name FROM gone) d"),
         ),
-        state: super::queue::state(t, now, "$1", "$2", false),
+        // With the holder's owner: a head that sees its own member there was granted the lock
+        // by a release whose message it missed, and takes it at once.
+        state: super::queue::state(t, now, "$1", "$2", super::queue::Seen::Holder),
         positional: false,
         bump: None,
         lookup: format!(
@@ -141,12 +230,7 @@ pub(crate) fn row(t: &str) -> RowStatements {
         renew: format!(
             "UPDATE {t} SET expires_at = {now} + $1 WHERE name = $2 AND owner = $3 AND expires_at > {now}"
         ),
-        release: format!(
-            "WITH d AS (DELETE FROM {t} WHERE name = $1 AND owner = $2 RETURNING name) \
-             SELECT (SELECT count(*) FROM d) AS deleted, \
-             (SELECT count(*) FROM ({notify}) n) AS notified",
-            notify = release_notify(t, now, "", "d"),
-        ),
+        release: granting_release(t, now),
         notify_channel: Some(notify_channel(t)),
     }
 }

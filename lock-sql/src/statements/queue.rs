@@ -36,27 +36,47 @@ pub(super) fn enqueue_upsert(t: &str, now: &str, [n, m, ttl]: [&str; 3], upsert:
     format!("INSERT INTO {t}_waitq (name, member, expires_at) VALUES ({n}, {m}, {now} + {ttl}) {upsert}")
 }
 
+/// [`enqueue_upsert`] only when `condition` holds (an SQL condition).
+pub(super) fn enqueue_if(
+    t: &str,
+    now: &str,
+    [n, m, ttl]: [&str; 3],
+    condition: &str,
+    upsert: &str,
+) -> String {
+    format!("INSERT INTO {t}_waitq (name, member, expires_at) SELECT {n}, {m}, {now} + {ttl} WHERE {condition} {upsert}")
+}
+
 /// Leaves the queue and sweeps the name's lapsed places: binds name, member.
 pub(super) fn leave(t: &str, now: &str, n: &str, m: &str) -> String {
     format!("DELETE FROM {t}_waitq WHERE name = {n} AND (member = {m} OR expires_at <= {now})")
 }
 
-/// The holder's ms left (NULL: no row), the live places ahead of member `m`'s and, with
-/// `bells` (MySQL: they name the bell a waiter waits on, `crate::bells`), the holder's owner
-/// (NULL: no row) and the member of the live place just ahead (NULL: none); without, two NULLs
-/// (the dialects that poll read nothing they do not use on every look).
-pub(super) fn state(t: &str, now: &str, n: &str, m: &str, bells: bool) -> String {
-    let neighbours = match bells {
-        true => format!(
-            "(SELECT l.owner FROM {t} l WHERE l.name = {n}), \
-             (SELECT w.member {places} ORDER BY w.seq DESC LIMIT 1)",
+/// What a look reads beside the holder's time left and the places ahead ([`state`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Seen {
+    /// The holder's owner (PostgreSQL: a head that finds its own member there was granted the
+    /// lock by a release whose message it missed).
+    Holder,
+    /// The holder's owner and the member of the live place just ahead (the bells'
+    /// dialects: they name the bell a waiter waits on, `crate::bells`).
+    HolderAndBefore,
+}
+
+/// The holder's ms left (NULL: no row), the live places ahead of member `m`'s, the holder's
+/// owner (NULL: no row) and, with [`Seen::HolderAndBefore`], the member of the live place just
+/// ahead (NULL: none; always NULL otherwise).
+pub(super) fn state(t: &str, now: &str, n: &str, m: &str, seen: Seen) -> String {
+    let before = match seen {
+        Seen::HolderAndBefore => format!(
+            "(SELECT w.member {places} ORDER BY w.seq DESC LIMIT 1)",
             places = places_ahead(t, now, n, m),
         ),
-        false => "NULL, NULL".to_owned(),
+        Seen::Holder => "NULL".to_owned(),
     };
     format!(
         "SELECT (SELECT l.expires_at - {now} FROM {t} l WHERE l.name = {n}), \
-         (SELECT COUNT(*) FROM ({ahead}) a), {neighbours}",
+         (SELECT COUNT(*) FROM ({ahead}) a), (SELECT l.owner FROM {t} l WHERE l.name = {n}), {before}",
         ahead = ahead(t, now, n, m),
     )
 }

@@ -75,6 +75,10 @@ pub(crate) struct RowStatements {
     /// Join, or refresh a place in, the name's waiter queue `<t>_waitq` (binds: name, member,
     /// waiter ttl ms); a place is kept until it lapses or its member leaves.
     pub enqueue: String,
+    /// PostgreSQL: `acquire_first` and, when it does not win, `enqueue` in one statement
+    /// (binds: name, owner, ttl ms, member, waiter ttl ms); returns the token won (NULL: not
+    /// won) and the places joined. `None` where a transaction does it (SQLite) or nothing does.
+    pub acquire_or_join: Option<String>,
     /// Leave the name's queue, sweeping its lapsed places too (binds: name, member).
     pub leave: String,
     /// Whether `acquire` itself leaves the queue when it wins (PostgreSQL: the same statement
@@ -85,9 +89,9 @@ pub(crate) struct RowStatements {
     /// waiter.
     pub acquire_leaves: bool,
     /// The holder's milliseconds left (NULL: no row), how many live places are ahead of
-    /// the member's (all live places when it has none), and for MySQL's bells the holder's
-    /// owner (NULL: no row) and the member of the live place just ahead (NULL: none; both
-    /// always NULL elsewhere) (binds: name, member — see [`RowStatements::positional`]).
+    /// the member's (all live places when it has none), the holder's owner (NULL: no row) and,
+    /// for the bells of MySQL and SQLite, the member of the live place just ahead (NULL: none;
+    /// always NULL on PostgreSQL) (binds: name, member — see [`RowStatements::positional`]).
     pub state: String,
     /// MySQL: placeholders are `?`, so `acquire` binds name, owner, ttl, then name, member
     /// twice, and `state` binds name, then name, member twice, name, then name, member twice;

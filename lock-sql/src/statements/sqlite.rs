@@ -73,8 +73,9 @@ pub(crate) fn row(t: &str) -> RowStatements {
         enqueue: super::queue::enqueue_upsert(t, now, ["?1", "?2", "?3"], "ON CONFLICT (name, member) DO UPDATE SET expires_at = excluded.expires_at"),
         leave: super::queue::leave(t, now, "?1", "?2"),
         // By the triggers `<t>_won_ins` / `<t>_won_upd`, for a queued try's owner.
+        acquire_or_join: None,
         acquire_leaves: true,
-        state: super::queue::state(t, now, "?1", "?2", true),
+        state: super::queue::state(t, now, "?1", "?2", super::queue::Seen::HolderAndBefore),
         positional: false,
         bump: None,
         lookup: format!(

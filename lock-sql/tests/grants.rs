@@ -1,0 +1,261 @@
+//! PostgreSQL row mode: a release hands the lock straight to the head of the name's queue (the
+//! row becomes the head's, the token is bumped, and the notification on the head's own channel
+//! carries the grant). What must hold around that: a grant whose message went astray is taken
+//! at the head's next look, not after its lease; a head that goes away after it was granted
+//! passes the lock on at once; a short or unrenewed lease is the caller's, not the grant's
+//! three seconds; and the granted head's place leaves with the grant.
+#![cfg(feature = "postgres")]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use lock_core::{AcquireOptions, DistributedLock, LockError, LockGuard};
+use lock_sql::SqlLock;
+use sqlx::AssertSqlSafe;
+use support::*;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+fn fresh(prefix: &str) -> String {
+    format!("{prefix}-{}", &lock_core::backend::owner_token()[..8])
+}
+
+/// A client as another process would have it: a URL of its own gives it its own in-process
+/// queue and its own release listener (the clients of one URL in one process queue in the
+/// process, and only their head takes a place in the database's queue).
+async fn process(name: &str) -> Arc<SqlLock> {
+    let url = postgres_url();
+    let sep = if url.contains('?') { '&' } else { '?' };
+    Arc::new(connect_or_explain(&format!("{url}{sep}application_name={name}")).await)
+}
+
+/// Starts `lock`'s acquisition of `name` with `opts` and waits until the queue of `name` has
+/// `places` places (the new waiter's is the last).
+async fn queue_up(
+    admin: &SqlLock,
+    lock: &Arc<SqlLock>,
+    name: &str,
+    opts: &AcquireOptions,
+    places: usize,
+) -> JoinHandle<Result<LockGuard, LockError>> {
+    let task = tokio::spawn({
+        let (lock, name, opts) = (Arc::clone(lock), name.to_owned(), opts.clone());
+        async move { lock.acquire(&name, &opts).await }
+    });
+    assert!(
+        within(Duration::from_secs(5), || async {
+            queued(admin, name).await.len() == places
+        })
+        .await,
+        "the waiter did not queue (wanted {places} places, have {:?})",
+        queued(admin, name).await
+    );
+    task
+}
+
+/// Hands the row of `name` to `member` the way a release does (the member's place leaves
+/// the queue), but without its notification (a message that went astray), with a lease of
+/// 10 s; the holder's guard no longer owns it.
+async fn grant_silently(admin: &SqlLock, name: &str, member: &str) {
+    let t = &admin.config().table;
+    let now = "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT";
+    let done = sqlx::query(AssertSqlSafe(format!(
+        "WITH g AS (UPDATE {t} SET owner = $2, expires_at = {now} + 10000 WHERE name = $1 RETURNING name), \
+         p AS (DELETE FROM {t}_waitq WHERE name = $1 AND member = $2) \
+         INSERT INTO {t}_fences (name, fence) SELECT name, 1 FROM g \
+         ON CONFLICT (name) DO UPDATE SET fence = {t}_fences.fence + 1"
+    )))
+    .bind(name)
+    .bind(member)
+    .execute(admin.pool())
+    .await
+    .unwrap();
+    assert_eq!(done.rows_affected(), 1, "no row of {name} to hand over");
+}
+
+/// The guard a waiter's task ends with, within `limit`.
+async fn served_within(
+    task: JoinHandle<Result<LockGuard, LockError>>,
+    limit: Duration,
+    what: &str,
+) -> LockGuard {
+    tokio::time::timeout(limit, task)
+        .await
+        .unwrap_or_else(|_| panic!("{what}: not served within {limit:?}"))
+        .unwrap()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_head_whose_grant_went_astray_takes_the_lock_at_its_next_look() {
+    let url = postgres_url();
+    let name = fresh("astray");
+    let wait = AcquireOptions::new().wait(Duration::from_secs(20));
+    let admin = connect_or_explain(&url).await;
+    let (waiter, behind) = (process("waiter").await, process("behind").await);
+    let held = admin.acquire(&name, &wait).await.unwrap();
+    let task = queue_up(&admin, &waiter, &name, &wait, 1).await;
+    // A waiter behind it, whose place is the only one left once the grant took the head's.
+    let after = queue_up(&admin, &behind, &name, &wait, 2).await;
+    let member = queued(&admin, &name).await.remove(0);
+    grant_silently(&admin, &name, &member).await;
+    let granted = Instant::now();
+    // Its safety look comes within a second; the grant's lease would run 10 s.
+    let g = served_within(task, Duration::from_secs(5), "the granted head").await;
+    assert!(
+        granted.elapsed() < Duration::from_secs(5),
+        "served after {:?}",
+        granted.elapsed()
+    );
+    assert!(
+        g.fencing_token() > held.fencing_token(),
+        "token {} after the holder's {}",
+        g.fencing_token(),
+        held.fencing_token()
+    );
+    let g_token = g.fencing_token();
+    // The row is the waiter's now: the old holder's release finds it gone.
+    assert!(matches!(
+        held.release().await,
+        Err(LockError::NotHeld { .. })
+    ));
+    g.release().await.unwrap();
+    let last = served_within(after, Duration::from_secs(5), "the waiter behind").await;
+    assert!(last.fencing_token() > g_token);
+    last.release().await.unwrap();
+    assert!(admin.try_acquire(&name, &wait).await.unwrap().is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_granted_head_that_goes_away_passes_the_lock_on() {
+    let url = postgres_url();
+    let name = fresh("departed");
+    let wait = AcquireOptions::new().wait(Duration::from_secs(20));
+    let admin = connect_or_explain(&url).await;
+    let (first, second) = (process("first").await, process("second").await);
+    let held = admin.acquire(&name, &wait).await.unwrap();
+    let head = queue_up(&admin, &first, &name, &wait, 1).await;
+    let next = queue_up(&admin, &second, &name, &wait, 2).await;
+    let member = queued(&admin, &name).await.remove(0);
+    // The head is granted the lock and goes away before it learns of it (its next look is
+    // up to a second off).
+    grant_silently(&admin, &name, &member).await;
+    head.abort();
+    let gone = Instant::now();
+    // Its departure gives the lock back, which grants it to the next head: well before the
+    // grant's 10 s lease would have run out.
+    let g = served_within(next, Duration::from_secs(5), "the next head").await;
+    assert!(
+        gone.elapsed() < Duration::from_secs(5),
+        "served {:?} after the granted head went away",
+        gone.elapsed()
+    );
+    assert!(g.fencing_token() > held.fencing_token() + 1);
+    drop(held);
+    g.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_granted_lease_is_the_callers_when_short_or_unrenewed() {
+    let url = postgres_url();
+    let admin = connect_or_explain(&url).await;
+    let waiter = Arc::new(connect_or_explain(&url).await);
+    for (ttl, renew) in [
+        (Duration::from_millis(600), true),
+        (Duration::from_secs(5), false),
+    ] {
+        let name = fresh("short");
+        let opts = AcquireOptions::new()
+            .wait(Duration::from_secs(20))
+            .ttl(ttl)
+            .renew(renew);
+        let held = admin.acquire(&name, &AcquireOptions::new()).await.unwrap();
+        let task = queue_up(&admin, &waiter, &name, &opts, 1).await;
+        held.release().await.unwrap();
+        let g = served_within(task, Duration::from_secs(5), "the head").await;
+        // The grant's lease is the rest of the head's place (up to 3 s); the guard renews it
+        // to the caller's ttl before it is handed out.
+        let left = admin.inspect(&name).await.unwrap().expires_in.unwrap();
+        assert!(
+            left <= ttl,
+            "ttl {ttl:?} renew {renew}: the row has {left:?} left"
+        );
+        if !renew {
+            assert!(left > Duration::from_secs(3), "ttl {ttl:?}: {left:?} left");
+        }
+        g.release().await.unwrap();
+    }
+}
+
+/// The grant takes the head's place out of the queue with it (as a winning take does), so a
+/// newcomer after the granted holder's release is not held back; and a place the holder
+/// still has at its release (a refresh of it was on its way as the grant landed) goes with the
+/// release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_granted_holders_place_leaves_with_the_grant_or_its_release() {
+    let url = postgres_url();
+    let name = fresh("place");
+    let wait = AcquireOptions::new().wait(Duration::from_secs(20));
+    let admin = connect_or_explain(&url).await;
+    let waiter = Arc::new(connect_or_explain(&url).await);
+    let held = admin.acquire(&name, &wait).await.unwrap();
+    let task = queue_up(&admin, &waiter, &name, &wait, 1).await;
+    let member = queued(&admin, &name).await.remove(0);
+    held.release().await.unwrap();
+    let g = served_within(task, Duration::from_secs(5), "the head").await;
+    assert!(
+        queued(&admin, &name).await.is_empty(),
+        "the grant left the head's place"
+    );
+    // A place refreshed back after the grant: the holder's release removes it.
+    let t = &admin.config().table;
+    sqlx::query(AssertSqlSafe(format!(
+        "INSERT INTO {t}_waitq (name, member, expires_at) \
+         VALUES ($1, $2, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + 3000)"
+    )))
+    .bind(&name)
+    .bind(&member)
+    .execute(admin.pool())
+    .await
+    .unwrap();
+    g.release().await.unwrap();
+    assert!(
+        queued(&admin, &name).await.is_empty(),
+        "the release left the holder's place"
+    );
+    let again = admin.try_acquire(&name, &wait).await.unwrap();
+    assert!(
+        again.is_some(),
+        "a newcomer could not take the released lock"
+    );
+}
+
+/// A client of the version before grants (its member is not tagged) at the head of the queue
+/// is woken and takes the lock itself; the row is deleted, not handed to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_untagged_head_is_not_granted() {
+    let url = postgres_url();
+    let name = fresh("untagged");
+    let admin = connect_or_explain(&url).await;
+    let t = admin.config().table.clone();
+    let held = admin.acquire(&name, &AcquireOptions::new()).await.unwrap();
+    let old = lock_core::backend::owner_token();
+    sqlx::query(AssertSqlSafe(format!(
+        "INSERT INTO {t}_waitq (name, member, expires_at) \
+         VALUES ($1, $2, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + 3000)"
+    )))
+    .bind(&name)
+    .bind(&old)
+    .execute(admin.pool())
+    .await
+    .unwrap();
+    held.release().await.unwrap();
+    let info = admin.inspect(&name).await.unwrap();
+    assert!(
+        !info.held,
+        "the lock was handed to an untagged head: {info:?}"
+    );
+}
