@@ -24,6 +24,7 @@ use std::sync::{Arc, Mutex};
 use lock_core::backend::{owner_token, PerRuntime, Share};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 
 type Waiters = Arc<Mutex<HashMap<String, (Arc<Signal>, usize)>>>;
 
@@ -33,7 +34,26 @@ type Waiters = Arc<Mutex<HashMap<String, (Arc<Signal>, usize)>>>;
 pub(crate) struct Signal {
     notify: Notify,
     head: Mutex<String>,
-    grant: Mutex<Option<(String, u64)>>,
+    grant: Mutex<Grants>,
+}
+
+/// The last grant of a name not yet taken, and the highest token granted so far (a grant
+/// heard twice — handed over by a releaser of this process, then by the listener — is older
+/// than a later one and does not replace it).
+#[derive(Debug, Default)]
+struct Grants {
+    last: Option<Grant>,
+    highest: u64,
+}
+
+/// A lock handed to `member` with `token`; `since`, when the releaser was of this process
+/// and granted it as the next in line without a place ([`Wakeups::deliver`]): a moment
+/// before the release was sent (the grant's lease counts from later).
+#[derive(Debug)]
+struct Grant {
+    member: String,
+    token: u64,
+    since: Option<Instant>,
 }
 
 impl Signal {
@@ -54,21 +74,31 @@ impl Signal {
     /// it or a later grant of the name replaces it (a member is one acquisition's, so a grant
     /// left by a waiter that went away is never taken; the row it names lapses with the
     /// waiter's place, or the waiter's departure gives it back).
-    pub(crate) fn take_grant(&self, member: &str) -> Option<u64> {
-        let mut grant = self.grant.lock().unwrap_or_else(|p| p.into_inner());
-        match grant.as_ref() {
-            Some((m, _)) if m == member => grant.take().map(|(_, token)| token),
+    /// With the token, the moment the grant's lease counts from when the grant came without
+    /// a place (see [`Grant`]); `None` there for a grant to a place, whose lease is the rest of
+    /// the place.
+    pub(crate) fn take_grant(&self, member: &str) -> Option<(u64, Option<Instant>)> {
+        let mut grants = self.grant.lock().unwrap_or_else(|p| p.into_inner());
+        match grants.last.as_ref() {
+            Some(g) if g.member == member => grants.last.take().map(|g| (g.token, g.since)),
             _ => None,
         }
     }
 
-    fn wake(&self, release: &Release<'_>) {
+    fn wake(&self, release: &Release<'_>, since: Option<Instant>) {
         release
             .head
             .clone_into(&mut self.head.lock().unwrap_or_else(|p| p.into_inner()));
         if let Some(token) = release.grant {
-            *self.grant.lock().unwrap_or_else(|p| p.into_inner()) =
-                Some((release.head.to_owned(), token));
+            let mut grants = self.grant.lock().unwrap_or_else(|p| p.into_inner());
+            if token > grants.highest {
+                grants.highest = token;
+                grants.last = Some(Grant {
+                    member: release.head.to_owned(),
+                    token,
+                    since,
+                });
+            }
         }
         self.notify.notify_waiters();
     }
@@ -86,9 +116,9 @@ struct Release<'a> {
 }
 
 /// Reads a release payload: `<head>/<name>`, or `<head>=<token>/<name>` for a grant (the head
-/// then a tagged member), or a bare name (a client of an older version).
+/// then a member of this version, [`GRANTABLE_MEMBER`]), or a bare name (a client of an older
+/// version).
 fn parse(payload: &str) -> Release<'_> {
-    let hex = |h: &str| h.bytes().all(|b| b.is_ascii_hexdigit());
     let bare = Release {
         head: "",
         grant: None,
@@ -98,18 +128,17 @@ fn parse(payload: &str) -> Release<'_> {
         return bare;
     };
     match head.split_once(GRANT_MARK) {
-        Some((member, token)) if member.len() == TAGGED_MEMBER && hex(member) => {
-            match token.parse::<u64>() {
-                Ok(token) if token > 0 => Release {
-                    head: member,
-                    grant: Some(token),
-                    name,
-                },
-                _ => bare,
-            }
-        }
+        Some((member, token)) if grantable(member) => match token.parse::<u64>() {
+            Ok(token) if token > 0 => Release {
+                head: member,
+                grant: Some(token),
+                name,
+            },
+            _ => bare,
+        },
         Some(_) => bare,
         None if head.is_empty()
+            || grantable(head)
             || ((head.len() == 32 || head.len() == TAGGED_MEMBER) && hex(head)) =>
         {
             Release {
@@ -122,6 +151,18 @@ fn parse(payload: &str) -> Release<'_> {
     }
 }
 
+fn hex(h: &str) -> bool {
+    h.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// Whether `member` was made by [`Wakeups::member`] of this version: a release may grant it the
+/// lock ([`GRANTABLE_MEMBER`]).
+pub(crate) fn grantable(member: &str) -> bool {
+    member.len() == GRANTABLE_MEMBER
+        && member.ends_with(GRANTABLE_MARK)
+        && hex(&member[..TAGGED_MEMBER])
+}
+
 /// Between a granted member and its token in a release payload.
 pub(crate) const GRANT_MARK: &str = "=";
 
@@ -131,6 +172,15 @@ pub(crate) const TAG_LEN: usize = 16;
 /// How long a member made by [`Wakeups::member`] is: the tag ([`TAG_LEN`]) and a token's 32
 /// (`statements/postgres.rs` tells a tagged member by this length).
 pub(crate) const TAGGED_MEMBER: usize = TAG_LEN + 32;
+
+/// The last character of a member made by [`Wakeups::member`]: it marks a waiter that takes a
+/// grant (`statements/postgres.rs`). Members of the version before grants were
+/// [`TAGGED_MEMBER`] hex digits long (their releases still notify them, on the table's channel,
+/// but never grant them the lock, which they would not know they hold).
+pub(crate) const GRANTABLE_MARK: char = 'g';
+
+/// How long a member made by [`Wakeups::member`] is: the tag, a token, [`GRANTABLE_MARK`].
+pub(crate) const GRANTABLE_MEMBER: usize = TAGGED_MEMBER + 1;
 
 /// The start of the channel that only one listener listens on: its tag follows.
 pub(crate) const TAGGED_CHANNEL: &str = "distlock_w_";
@@ -144,6 +194,9 @@ pub(crate) fn tagged_channel(tag: &str) -> String {
 #[derive(Debug)]
 pub(crate) struct Wakeups {
     waiters: Waiters,
+    /// By lock name: the member of this process's waiter that stands next
+    /// ([`Wakeups::stand_next`]).
+    next: Mutex<HashMap<String, String>>,
     listener: Mutex<Option<JoinHandle<()>>>,
     /// 16 random hex digits naming this listener's own channel ([`tagged_channel`]).
     tag: String,
@@ -153,6 +206,7 @@ impl Default for Wakeups {
     fn default() -> Self {
         Wakeups {
             waiters: Waiters::default(),
+            next: Mutex::default(),
             listener: Mutex::default(),
             tag: owner_token()[..TAG_LEN].to_owned(),
         }
@@ -203,33 +257,89 @@ impl Wakeups {
     }
 
     /// A queue member for one acquisition whose release notifications come to this listener
-    /// alone: the tag, then a fresh token ([`TAGGED_MEMBER`] hex digits).
+    /// alone: the tag, then a fresh token ([`TAGGED_MEMBER`] hex digits), then
+    /// [`GRANTABLE_MARK`].
     pub(crate) fn member(&self) -> String {
-        format!("{}{}", self.tag, owner_token())
+        format!("{}{}{GRANTABLE_MARK}", self.tag, owner_token())
     }
 
     /// Hands a grant that a release by a client of this process made to `member` (its token
     /// `token`) straight to the member's waiter when that waiter is one of this listener's
     /// (the member carries its tag): the waiter need not wait for the notification's trip
-    /// through the database and the listener connection. The notification still comes, and
-    /// repeats the grant harmlessly (a member is one acquisition's, taken once).
-    pub(crate) fn deliver(&self, name: &str, member: &str, token: u64) {
-        if member.len() != TAGGED_MEMBER || !member.starts_with(self.tag.as_str()) {
-            return;
+    /// through the database and the listener connection. A grant to a place is notified too,
+    /// which repeats it harmlessly (an older token than the name's highest is ignored).
+    ///
+    /// `next_since`: the grant went to the member as this process's next in line without a
+    /// place ([`Self::stand_next`]; not notified), and the release was sent after this
+    /// moment. Such a grant is handed over only while the member still stands next: `false`
+    /// when it stepped out, and the caller gives the lock back (see [`Self::step_out`]).
+    pub(crate) fn deliver(
+        &self,
+        name: &str,
+        member: &str,
+        token: u64,
+        next_since: Option<Instant>,
+    ) -> bool {
+        if !grantable(member) || !member.starts_with(self.tag.as_str()) {
+            return true;
         }
-        let signal = self
-            .waiters
+        let next = self.next.lock().unwrap_or_else(|p| p.into_inner());
+        if next_since.is_some() && next.get(name).is_none_or(|m| m != member) {
+            return false;
+        }
+        if let Some(signal) = self.signal(name) {
+            signal.wake(
+                &Release {
+                    head: member,
+                    grant: Some(token),
+                    name,
+                },
+                next_since,
+            );
+        }
+        true
+    }
+
+    /// This process's waiter for `name` that talks to the database now (the head of the
+    /// in-process queue), as a release of this process may grant it the lock when no place
+    /// is queued (`statements/postgres.rs`): it holds the lock then without a statement of
+    /// its own. It stands next until [`Self::step_out`].
+    pub(crate) fn stand_next(&self, name: &str, member: &str) {
+        self.next
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(name.to_owned(), member.to_owned());
+    }
+
+    /// The member standing next for `name`, if any ([`Self::stand_next`]).
+    pub(crate) fn next_of(&self, name: &str) -> Option<String> {
+        self.next
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .get(name)
-            .map(|(s, _)| Arc::clone(s));
-        if let Some(signal) = signal {
-            signal.wake(&Release {
-                head: member,
-                grant: Some(token),
-                name,
-            });
+            .cloned()
+    }
+
+    /// `member` no longer stands next for `name` (its acquisition ended); the token of a
+    /// grant handed to it and not taken, which the caller gives back. Under the same lock as
+    /// [`Self::deliver`]'s check, so a grant to the next in line is either handed over before
+    /// (and found here) or refused after (and given back by the releaser).
+    pub(crate) fn step_out(&self, name: &str, member: &str) -> Option<u64> {
+        let mut next = self.next.lock().unwrap_or_else(|p| p.into_inner());
+        if next.get(name).is_some_and(|m| m == member) {
+            next.remove(name);
         }
+        self.signal(name)
+            .and_then(|s| s.take_grant(member))
+            .map(|(token, _)| token)
+    }
+
+    fn signal(&self, name: &str) -> Option<Arc<Signal>> {
+        self.waiters
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(name)
+            .map(|(s, _)| Arc::clone(s))
     }
 
     /// Registers interest in `name`'s release.
@@ -299,7 +409,7 @@ async fn listen(url: &str, channels: &[String], waiters: &Waiters) -> Result<(),
             .get(release.name)
             .map(|(s, _)| Arc::clone(s));
         if let Some(signal) = signal {
-            signal.wake(&release);
+            signal.wake(&release, None);
         }
     }
 }
@@ -328,16 +438,19 @@ mod tests {
 
     #[test]
     fn a_grant_names_its_member_and_token() {
-        let tagged = "fedcba98765432100123456789abcdef0123456789abcdef";
+        let tagged = "fedcba98765432100123456789abcdef0123456789abcdefg";
         assert_eq!(
             read(&format!("{tagged}=42/jobs/nightly")),
             (tagged, Some(42), "jobs/nightly")
         );
-        // Only a tagged member with a positive token is a grant; anything else is a bare name.
+        assert_eq!(read(&format!("{tagged}/a")), (tagged, None, "a"));
+        // Only a member of this version with a positive token is a grant; anything else is a
+        // bare name.
         for odd in [
             format!("{tagged}=0/a"),
             format!("{tagged}=x/a"),
             format!("{tagged}=/a"),
+            format!("{}=7/a", &tagged[..48]),
             "0123456789abcdef0123456789abcdef=7/a".to_owned(),
         ] {
             assert_eq!(read(&odd), ("", None, odd.as_str()), "{odd}");
@@ -347,27 +460,56 @@ mod tests {
     #[test]
     fn a_grant_is_taken_once_and_only_by_its_member() {
         let signal = super::Signal::default();
-        let (a, b) = (format!("{:048}", 1), format!("{:048}", 2));
-        signal.wake(&Release {
-            head: &a,
-            grant: Some(9),
-            name: "n",
-        });
+        let (a, b) = (format!("{:048}g", 1), format!("{:048}g", 2));
+        let grant = |head: &str, token: Option<u64>| {
+            signal.wake(
+                &Release {
+                    head,
+                    grant: token,
+                    name: "n",
+                },
+                None,
+            )
+        };
+        grant(&a, Some(9));
         assert!(signal.for_other(&b));
         assert_eq!(signal.take_grant(&b), None);
-        assert_eq!(signal.take_grant(&a), Some(9));
+        assert_eq!(signal.take_grant(&a), Some((9, None)));
         assert_eq!(signal.take_grant(&a), None);
         // A plain wake-up does not drop a grant not yet taken.
-        signal.wake(&Release {
-            head: &a,
-            grant: Some(10),
-            name: "n",
-        });
-        signal.wake(&Release {
-            head: "",
-            grant: None,
-            name: "n",
-        });
-        assert_eq!(signal.take_grant(&a), Some(10));
+        grant(&a, Some(10));
+        grant("", None);
+        assert_eq!(signal.take_grant(&a), Some((10, None)));
+        // A grant heard again after a later one (its notification, after the releaser of
+        // this process handed it over) does not replace the later one.
+        grant(&b, Some(11));
+        grant(&a, Some(10));
+        assert_eq!(signal.take_grant(&a), None);
+        assert_eq!(signal.take_grant(&b), Some((11, None)));
+    }
+
+    /// A grant to the next in line without a place is handed over while it stands next, and
+    /// found (to be given back) when it steps out before taking it; refused once it stepped
+    /// out (the releaser gives it back).
+    #[test]
+    fn a_grant_to_the_next_in_line_is_handed_over_or_refused_once() {
+        let wakeups = super::Wakeups::default();
+        let member = wakeups.member();
+        assert!(super::grantable(&member), "{member}");
+        let _registration = wakeups.register("n");
+        let since = Some(tokio::time::Instant::now());
+        // Not standing next: refused.
+        assert!(!wakeups.deliver("n", &member, 5, since));
+        wakeups.stand_next("n", &member);
+        assert_eq!(wakeups.next_of("n").as_deref(), Some(member.as_str()));
+        assert!(wakeups.deliver("n", &member, 6, since));
+        // Stepping out before taking it: the grant is found, for the caller to give back.
+        assert_eq!(wakeups.step_out("n", &member), Some(6));
+        assert_eq!(wakeups.next_of("n"), None);
+        assert!(!wakeups.deliver("n", &member, 7, since));
+        assert_eq!(wakeups.step_out("n", &member), None);
+        // A member of another listener is none of this one's business.
+        let other = super::Wakeups::default().member();
+        assert!(wakeups.deliver("n", &other, 8, since));
     }
 }

@@ -50,7 +50,7 @@ const MAX_RETRIES: u32 = 50;
 /// PostgreSQL waiters re-check at least this often in case a notification was missed.
 const NOTIFY_SAFETY_POLL: Duration = Duration::from_secs(1);
 /// A waiter's place in the name's queue lapses this long after its last refresh.
-const WAITER_TTL: Duration = Duration::from_secs(3);
+pub(crate) const WAITER_TTL: Duration = Duration::from_secs(3);
 /// A waiter refreshes its place this often.
 const REFRESH: Duration = Duration::from_secs(1);
 /// MySQL/SQLite: the head of the queue looks at the lock about this often (a read); a waiter
@@ -508,7 +508,20 @@ impl LockBackend for RowLock {
         let member = wakeups
             .as_ref()
             .map_or_else(owner_token, |(w, _)| w.member());
-        let mut place: Option<(CleanupOnDrop, Instant)> = None;
+        // PostgreSQL: we are the one waiter of this process that talks to the database now, so
+        // a release by it may grant us the lock even before we have a place (`NextInLine`) —
+        // from the start, as the holder's release is commonly on its way as our first try is.
+        // Not while we build a guard: a row we won too late is given back by a release, which
+        // must not grant it to us again (we stand again when we wait). Declared after the
+        // registration, so it steps out while the registration still finds a grant for us.
+        let stand = |w: &Arc<Wakeups>| {
+            NextInLine::stand(w, name, &member, RowLease::new(self, name, &member))
+        };
+        let mut next: Option<NextInLine> = match (&wakeups, try_only) {
+            (Some((w, _)), false) => Some(stand(w)),
+            _ => None,
+        };
+        let mut place: Option<Place> = None;
         let mut retries = 0u32;
         let mut misses = 0u32;
         let mut try_now = true;
@@ -530,33 +543,46 @@ impl LockBackend for RowLock {
             if let Some(n) = released.as_mut().as_pin_mut() {
                 n.enable();
             }
-            // PostgreSQL: a release handed us the lock (its notification carried the grant).
-            let grant = registration.as_ref().zip(place.as_ref());
-            if let Some((token, refreshed)) =
-                grant.and_then(|(r, (_, at))| r.signal.take_grant(&member).map(|t| (t, *at)))
-            {
+            // PostgreSQL: a release handed us the lock (its notification carried the grant, or
+            // its releaser of this process handed it over). Its lease counts from our place's
+            // `grant_base`, or (granted without one) from before the release was sent.
+            let grant = (registration.as_ref())
+                .and_then(|r| r.signal.take_grant(&member))
+                .and_then(|(token, since)| {
+                    since
+                        .or(place.as_ref().map(|p| p.grant_base))
+                        .map(|at| (token, at))
+                });
+            if let Some((token, refreshed)) = grant {
+                next = None;
                 // Given back (and passed on) if this future ends before the guard owns it.
                 let armed = self.cleanup(name, &member);
                 match self.granted(name, &member, token, opts, refreshed).await {
                     Ok(g) => {
                         armed.disarm();
-                        if let Some((queued, _)) = place.take() {
+                        if let Some(queued) = place.take() {
                             // The grant removed our place (see `granted`).
-                            queued.disarm();
+                            queued.cleanup.disarm();
                         }
                         return Ok(Some(g));
                     }
                     // Granted too late to be of use (the lease had mostly passed) and given
-                    // back, which passed it on and removed our place: queue again.
+                    // back by the guard's start, which passed it on and removed our place:
+                    // queue again. (Not again as this grant: the release already ran, and a
+                    // second one could hand away a later grant to the same member.)
                     Err(e) if !deadline.expired() => {
+                        armed.disarm();
                         tracing::debug!(token, error = %e, "granted the row too late to use it; gave it back, queueing again");
-                        if let Some((_, at)) = &mut place {
-                            *at = Instant::now().checked_sub(REFRESH).unwrap_or(*at);
+                        if let Some(p) = &mut place {
+                            p.refresh_now = true;
                         }
                         try_now = false;
                         continue;
                     }
-                    Err(e) => return Err(e),
+                    Err(e) => {
+                        armed.disarm();
+                        return Err(e);
+                    }
                 }
             }
             if try_now {
@@ -588,6 +614,12 @@ impl LockBackend for RowLock {
                 let taken = self.take(name, &owner, how, opts.ttl).await;
                 let joined = match (&taken, joining) {
                     (Ok(Taken::Joined(_)), joining) => joining,
+                    // An error that leaves open whether the statement took effect (the
+                    // connection died before the answer): the place is left, in case.
+                    (Err(Failure::Error(_)), joining) => {
+                        drop(joining);
+                        None
+                    }
                     (_, Some(unused)) => {
                         unused.disarm();
                         None
@@ -596,11 +628,12 @@ impl LockBackend for RowLock {
                 };
                 match taken {
                     Ok(Taken::Won(token)) => {
-                        if let Some((queued, _)) = place.take() {
+                        next = None;
+                        if let Some(queued) = place.take() {
                             // The attempt left our place before answering (the acquiring
                             // statement or one beside it): a release must never find it still
                             // ahead of the next waiter.
-                            queued.disarm();
+                            queued.cleanup.disarm();
                         }
                         // The cleanup stays armed until the guard owns the row:
                         // `GuardParts::start` may still renew a late reply, and a cancel there
@@ -630,7 +663,7 @@ impl LockBackend for RowLock {
                         // nothing to look at meanwhile.
                         skip_look = pg;
                         let cleanup = joined.unwrap_or_else(|| self.leave_on_drop(name, &member));
-                        place = Some((cleanup, started));
+                        place = Some(Place::joined(cleanup, started));
                         bell = rung_by;
                         self.note_queued(name);
                         tracing::debug!("held by another client, or waiters are ahead: queued");
@@ -642,8 +675,8 @@ impl LockBackend for RowLock {
                         // and let our bell go (whoever waits on it looks again; a rare path,
                         // so followers poll us for the rest of this acquisition).
                         bell = None;
-                        if let Some((_, refreshed)) = &mut place {
-                            *refreshed = Instant::now().checked_sub(REFRESH).unwrap_or(*refreshed);
+                        if let Some(p) = &mut place {
+                            p.refresh_now = true;
                         }
                         retries += 1;
                         if retries > MAX_RETRIES {
@@ -665,8 +698,8 @@ impl LockBackend for RowLock {
                 }
             }
             if try_only || deadline.expired() {
-                if let Some((queued, _)) = place.take() {
-                    self.leave_now(queued, name, &member).await;
+                if let Some(queued) = place.take() {
+                    self.leave_now(queued.cleanup, name, &member).await;
                 }
                 if let Some(bell) = bell.take() {
                     bell.ring().await;
@@ -684,15 +717,18 @@ impl LockBackend for RowLock {
                     let cleanup = self.leave_on_drop(name, &member);
                     let sent = Instant::now();
                     self.join(name, &member).await?;
-                    place = Some((cleanup, sent));
+                    place = Some(Place::joined(cleanup, sent));
                     self.note_queued(name);
                     // The look below follows at once, so a release in between is not missed.
                     tracing::debug!("held by another client, or waiters are ahead: queued");
                 }
-                Some((_, refreshed)) if refreshed.elapsed() >= REFRESH => {
+                Some(p) if p.refresh_now || p.sent.elapsed() >= REFRESH => {
                     let sent = Instant::now();
+                    // Until this refresh is known to be in, a grant may carry the lease the
+                    // last one gave the place.
+                    p.grant_base = p.sent;
                     self.join(name, &member).await?;
-                    *refreshed = sent;
+                    (p.sent, p.refresh_now) = (sent, false);
                 }
                 Some(_) => {}
             }
@@ -737,6 +773,9 @@ impl LockBackend for RowLock {
                 let base = until_expiry.min(HEAD_POLL.saturating_mul(places).min(MAX_POLL));
                 base / 2 + random_up_to(base / 2)
             };
+            if let (None, Some((w, _))) = (&next, &wakeups) {
+                next = Some(stand(w));
+            }
             // MySQL: wait on the bell of the place ahead (the holder's, for the head) instead,
             // unless that bell answered without news last time (it has none: poll it).
             // A bell wait lasts until the holder's lease runs out, at most a second.
@@ -894,6 +933,69 @@ async fn either<F: std::future::Future>(f: Option<F>) {
     }
 }
 
+/// Our place in the name's queue across processes, while we have one.
+struct Place {
+    /// Leaves the place (and gives back a grant that landed on it) however the acquisition
+    /// ends ([`RowLock::departure`]).
+    cleanup: CleanupOnDrop,
+    /// When the last join or refresh of the place was sent (the next is due [`REFRESH`] on).
+    sent: Instant,
+    /// The moment the lease of a grant to this place counts from (PostgreSQL): when the refresh
+    /// before the last one was sent (the last may have raced the grant, which then copied the
+    /// lease that refresh replaced; a refresh waits for the grant's lock on the place and then
+    /// puts the place back), or the first join.
+    grant_base: Instant,
+    /// Refresh at the next look, whenever the last was (the place may be gone: a retry left
+    /// it, or a grant too late to use took it).
+    refresh_now: bool,
+}
+
+impl Place {
+    /// A place joined by a statement sent at `sent`.
+    fn joined(cleanup: CleanupOnDrop, sent: Instant) -> Self {
+        Place {
+            cleanup,
+            sent,
+            grant_base: sent,
+            refresh_now: false,
+        }
+    }
+}
+
+/// An acquisition standing next among its process's waiters for a name
+/// ([`Wakeups::stand_next`]: a release by this process may grant it the lock without a place)
+/// until dropped; a grant handed to it and not taken is given back then.
+struct NextInLine {
+    wakeups: Arc<Wakeups>,
+    name: String,
+    member: String,
+    /// Our lease as the member, to give back a grant not taken.
+    as_member: Option<RowLease>,
+}
+
+impl NextInLine {
+    /// `member` stands next for `name` from now on; `as_member` is its lease as the member.
+    fn stand(wakeups: &Arc<Wakeups>, name: &str, member: &str, as_member: RowLease) -> Self {
+        wakeups.stand_next(name, member);
+        NextInLine {
+            wakeups: Arc::clone(wakeups),
+            name: name.to_owned(),
+            member: member.to_owned(),
+            as_member: Some(as_member),
+        }
+    }
+}
+
+impl Drop for NextInLine {
+    fn drop(&mut self) {
+        if self.wakeups.step_out(&self.name, &self.member).is_some() {
+            if let Some(lease) = self.as_member.take() {
+                lease.give_back();
+            }
+        }
+    }
+}
+
 /// The store side of a row-mode guard: our row, by name and owner token.
 struct RowLease {
     pool: AnyPool,
@@ -909,7 +1011,9 @@ struct RowLease {
     bell: std::sync::Mutex<Option<Bell>>,
     /// PostgreSQL: the process's release listener, which a release that granted the lock to
     /// one of its waiters hands the grant to directly ([`Wakeups::deliver`]).
-    local: Option<Arc<Wakeups>>,
+    /// Weak: a guard does not keep the listener (and its connection) alive once the clients
+    /// that share it are gone.
+    local: Option<std::sync::Weak<Wakeups>>,
 }
 
 impl RowLease {
@@ -923,7 +1027,7 @@ impl RowLease {
             label: lock.client.label.clone(),
             queue_key: lock.client.queue_key(name),
             bell: std::sync::Mutex::new(None),
-            local: lock.local_wakeups(),
+            local: lock.local_wakeups().map(|w| Arc::downgrade(&w)),
         }
     }
 
@@ -1080,18 +1184,58 @@ impl RowLease {
             .bind(&self.owner);
         let c = |e| classify(e, &self.label, Some(&self.name));
         if self.dialect == Dialect::Postgres {
-            let row = q.fetch_one(&self.pool).await.map_err(c)?;
+            // This process's waiter that stands next, to which the release may grant the lock.
+            let local = self.local.as_ref().and_then(std::sync::Weak::upgrade);
+            let next = (local.as_ref())
+                .and_then(|w| w.next_of(&self.name))
+                .unwrap_or_default();
+            let sent = Instant::now();
+            let row = q.bind(next).fetch_one(&self.pool).await.map_err(c)?;
             let get = |e| Failure::Error(map(e, &self.label, Some(&self.name)));
             let n: i64 = row.try_get(0).map_err(get)?;
-            // The member the release granted the lock to, and its token (NULL: none).
+            // The member the release granted the lock to, its token, and whether it was
+            // granted to a place (NULLs: none).
             let granted: Option<String> = row.try_get(2).map_err(get)?;
             let token: Option<i64> = row.try_get(3).map_err(get)?;
-            if let (Some(local), Some(member), Some(token)) = (&self.local, granted, token) {
-                local.deliver(&self.name, &member, token as u64);
+            let placed: Option<bool> = row.try_get(4).map_err(get)?;
+            if let (Some(local), Some(member), Some(token)) = (&local, granted, token) {
+                let next_since = (placed == Some(false)).then_some(sent);
+                if !local.deliver(&self.name, &member, token as u64, next_since) {
+                    // Granted to the next in line, which stepped out meanwhile: given back
+                    // (and passed on).
+                    self.as_owner(member).give_back();
+                }
             }
             Ok(n as u64)
         } else {
             Ok(q.execute(&self.pool).await.map_err(c)?.rows_affected())
+        }
+    }
+
+    /// This lease's lock as held by `owner` (a waiter the lock was granted to).
+    fn as_owner(&self, owner: String) -> RowLease {
+        RowLease {
+            pool: self.pool.clone(),
+            sql: Arc::clone(&self.sql),
+            dialect: self.dialect,
+            name: self.name.clone(),
+            owner,
+            label: self.label.clone(),
+            queue_key: self.queue_key.clone(),
+            bell: std::sync::Mutex::new(None),
+            local: self.local.clone(),
+        }
+    }
+
+    /// Releases this lease's row in the background (a grant nobody will use), on the current
+    /// runtime if there is one (otherwise the row's lease runs out).
+    fn give_back(self) {
+        let releasing: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> =
+            Box::pin(async move {
+                let _ = self.on_a_live_connection(|| self.delete()).await;
+            });
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(releasing.in_current_span());
         }
     }
 

@@ -233,29 +233,69 @@ async fn a_granted_holders_place_leaves_with_the_grant_or_its_release() {
     );
 }
 
-/// A client of the version before grants (its member is not tagged) at the head of the queue
-/// is woken and takes the lock itself; the row is deleted, not handed to it.
+/// Heads of the versions before grants — an untagged member (32 hex digits) and a tagged one
+/// without the grant mark (48) — are woken and take the lock themselves; the row is deleted,
+/// not handed to them (they would not know they hold it).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_untagged_head_is_not_granted() {
+async fn a_head_of_an_older_version_is_not_granted() {
     let url = postgres_url();
-    let name = fresh("untagged");
     let admin = connect_or_explain(&url).await;
     let t = admin.config().table.clone();
-    let held = admin.acquire(&name, &AcquireOptions::new()).await.unwrap();
-    let old = lock_core::backend::owner_token();
+    let token = lock_core::backend::owner_token();
+    for old in [token.clone(), format!("{}{token}", &token[..16])] {
+        let name = fresh("older");
+        let held = admin.acquire(&name, &AcquireOptions::new()).await.unwrap();
+        sqlx::query(AssertSqlSafe(format!(
+            "INSERT INTO {t}_waitq (name, member, expires_at) \
+             VALUES ($1, $2, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + 3000)"
+        )))
+        .bind(&name)
+        .bind(&old)
+        .execute(admin.pool())
+        .await
+        .unwrap();
+        held.release().await.unwrap();
+        let info = admin.inspect(&name).await.unwrap();
+        assert!(
+            !info.held,
+            "the lock was handed to a head of {} digits: {info:?}",
+            old.len()
+        );
+    }
+}
+
+/// Within one process: with no place queued, a release grants the lock to the process's
+/// waiter that talks to the database (the head of the in-process queue), even before that
+/// waiter has a place — it holds the lock as its member, with no statement of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_grants_the_next_waiter_of_its_process_without_a_place() {
+    let url = postgres_url();
+    let name = fresh("next");
+    let wait = AcquireOptions::new().wait(Duration::from_secs(20));
+    let admin = connect_or_explain(&url).await;
+    // Two clients of one URL: one process's in-process queue and listener.
+    let (holder, waiter) = (process("one").await, process("one").await);
+    let held = holder.acquire(&name, &wait).await.unwrap();
+    let task = queue_up(&admin, &waiter, &name, &wait, 1).await;
+    let member = queued(&admin, &name).await.remove(0);
+    // Its place gone (as if its join had not landed yet): only standing next remains.
+    let t = &admin.config().table;
     sqlx::query(AssertSqlSafe(format!(
-        "INSERT INTO {t}_waitq (name, member, expires_at) \
-         VALUES ($1, $2, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + 3000)"
+        "DELETE FROM {t}_waitq WHERE name = $1"
     )))
     .bind(&name)
-    .bind(&old)
     .execute(admin.pool())
     .await
     .unwrap();
     held.release().await.unwrap();
+    let g = served_within(task, Duration::from_secs(5), "the next waiter").await;
     let info = admin.inspect(&name).await.unwrap();
-    assert!(
-        !info.held,
-        "the lock was handed to an untagged head: {info:?}"
+    assert_eq!(
+        info.owner.as_deref(),
+        Some(member.as_str()),
+        "the waiter should hold the row as granted to its member (a take of its own would \
+         own it by a fresh token)"
     );
+    g.release().await.unwrap();
+    assert!(queued(&admin, &name).await.is_empty());
 }

@@ -98,7 +98,7 @@ async fn a_release_notifies_only_the_listener_of_the_head() {
     let name = format!("head-{}", &lock_core::backend::owner_token()[..8]);
     let (held, task) = waiting_behind(&holder, &waiter, &name).await;
     let member = queued(&holder, &name).await.remove(0);
-    assert_eq!(member.len(), 48, "a tagged member: {member}");
+    assert_eq!(member.len(), 49, "a tagged member: {member}");
     // What every waiting process hears (the table's channel), and what only the head's does.
     let table_channel = format!("distlock_{table}");
     let own_channel = format!("distlock_w_{}", &member[..16]);

@@ -31,11 +31,12 @@ const OBJECT_EXISTS: &str = "SELECT CAST((to_regclass($1) IS NOT NULL)::int AS B
 /// member, or empty when nobody is queued), `/`, the name — so only the head of the queue tries
 /// at once, instead of every waiting process (see `crate::notify`). The channel is the head's
 /// own listener's when its member carries one (`notify::TAGGED_MEMBER` digits: the tag, then
-/// a token), so only its process hears it; the table's otherwise. `except` narrows the places
+/// a token; and this version's `notify::GRANTABLE_MARK`), so only its process hears it; the
+/// table's otherwise. `except` narrows the places
 /// looked at (a leaver's own, still visible in its statement); `rest` ends the `FROM`.
 fn release_notify(t: &str, now: &str, except: &str, rest: &str) -> String {
     format!(
-        "SELECT pg_notify(CASE WHEN length(h.head) = {tagged} THEN '{prefix}' || left(h.head, {tag}) \
+        "SELECT pg_notify(CASE WHEN length(h.head) >= {tagged} THEN '{prefix}' || left(h.head, {tag}) \
          ELSE '{channel}' END, h.head || '/' || d.name) \
          FROM {rest} CROSS JOIN LATERAL (SELECT COALESCE((SELECT w.member FROM {t}_waitq w \
          WHERE w.name = d.name AND w.expires_at > {now} {except} ORDER BY w.seq LIMIT 1), '') AS head) h",
@@ -46,8 +47,10 @@ fn release_notify(t: &str, now: &str, except: &str, rest: &str) -> String {
     )
 }
 
-/// The release (binds: name, owner), which hands the lock straight to the queue's head when
-/// that head is a waiter of this version (a tagged member, `notify::TAGGED_MEMBER` digits):
+/// The release (binds: name, owner, the member of the releasing process's waiter that stands
+/// next, or ''), which hands the lock straight to the queue's head when
+/// that head is a waiter of this version (a member `notify::GRANTABLE_MEMBER` long, tagged and
+/// marked):
 /// the row becomes the head's (owner = its member, lease = the rest of its place), the name's
 /// token is bumped, and the notification on the head's own channel carries the grant
 /// (`<member>=<token>/<name>`, `crate::notify`), so the head holds the lock without another
@@ -55,24 +58,37 @@ fn release_notify(t: &str, now: &str, except: &str, rest: &str) -> String {
 /// and the head named on the table's channel, as [`release_notify`] does. The granted head's place goes with
 /// the grant (as a winning take's does), and the releaser's own, if it has one: a refresh
 /// of a head's place sent as the grant landed can bring the place back, and the holder's
-/// release then removes it, so it never outlives the hold. Returns
-/// the rows released (deleted or granted), the notifications sent, and the member granted the
-/// lock with its token (NULLs when none: the releaser hands a grant to a waiter of its own
-/// process directly, `notify::Wakeups::deliver`).
+/// release then removes it, so it never outlives the hold. With no place queued at all, the
+/// lock goes the same way to the releasing process's waiter that stands next (bound, when
+/// tagged: `notify::Wakeups::stand_next`; lease [`crate::row::WAITER_TTL`] from now; not
+/// notified — the releaser hands it over itself, or gives it back when that waiter has
+/// stepped out meanwhile), so a handoff within a process needs the release alone. Returns
+/// the rows released (deleted or granted), the notifications sent, the member granted the
+/// lock with its token and whether it was granted to a place (NULLs when none: the releaser
+/// hands a grant to a waiter of its own process directly, `notify::Wakeups::deliver`).
 ///
 /// The head's place is locked (`FOR UPDATE`) until the grant commits: a head that is leaving
 /// at that moment leaves only after it, and its departure then finds the row its own and
 /// gives it back (`row.rs`, `RowLock::departure`) — unlocked, a grant could land after the
-/// departure had looked, and the lock sat with no one until the place's lease ran out.
+/// departure had looked, and the lock sat with no one until the place's lease ran out. The
+/// lock row is locked first (`o`), as the winning take locks it before it deletes its own
+/// place: the other order could deadlock with a head taking an expired row as it was being
+/// released; and a release that owns no row (a departure's give-back) locks no place.
 fn granting_release(t: &str, now: &str) -> String {
-    let tagged = crate::notify::TAGGED_MEMBER;
+    // Only a member of this version takes a grant (`notify::grantable`).
+    let tagged = crate::notify::GRANTABLE_MEMBER;
+    let place_ttl = crate::row::WAITER_TTL.as_millis();
     format!(
-        "WITH h AS (SELECT w.member, w.expires_at FROM {t}_waitq w \
-         WHERE w.name = $1 AND w.member <> $2 AND w.expires_at > {now} ORDER BY w.seq LIMIT 1 FOR UPDATE), \
-         g AS (UPDATE {t} l SET owner = h.member, expires_at = h.expires_at FROM h \
-         WHERE l.name = $1 AND l.owner = $2 AND length(h.member) = {tagged} RETURNING l.name, h.member), \
+        "WITH o AS (SELECT 1 FROM {t} WHERE name = $1 AND owner = $2 FOR UPDATE), \
+         h AS (SELECT w.member, w.expires_at FROM {t}_waitq w WHERE EXISTS (SELECT 1 FROM o) \
+         AND w.name = $1 AND w.member <> $2 AND w.expires_at > {now} ORDER BY w.seq LIMIT 1 FOR UPDATE), \
+         n AS (SELECT h.member, h.expires_at, true AS placed FROM h UNION ALL \
+         SELECT CAST($3 AS TEXT), {now} + {place_ttl}, false \
+         WHERE length(CAST($3 AS TEXT)) = {tagged} AND NOT EXISTS (SELECT 1 FROM h)), \
+         g AS (UPDATE {t} l SET owner = n.member, expires_at = n.expires_at FROM n \
+         WHERE l.name = $1 AND l.owner = $2 AND length(n.member) = {tagged} RETURNING l.name, n.member, n.placed), \
          d AS (DELETE FROM {t} WHERE name = $1 AND owner = $2 \
-         AND NOT EXISTS (SELECT 1 FROM h WHERE length(h.member) = {tagged}) RETURNING name), \
+         AND NOT EXISTS (SELECT 1 FROM n WHERE length(n.member) = {tagged}) RETURNING name), \
          b AS (INSERT INTO {t}_fences (name, fence) SELECT name, 1 FROM g \
          ON CONFLICT (name) DO UPDATE SET fence = {t}_fences.fence + 1 RETURNING fence), \
          p AS (DELETE FROM {t}_waitq q USING (SELECT member FROM g UNION ALL SELECT $2) x \
@@ -80,8 +96,9 @@ fn granting_release(t: &str, now: &str) -> String {
          SELECT (SELECT count(*) FROM d) + (SELECT count(*) FROM g) AS released, \
          (SELECT count(pg_notify('{channel}', COALESCE((SELECT member FROM h), '') || '/' || d.name)) FROM d) \
          + (SELECT count(pg_notify('{prefix}' || left(g.member, {tag}), \
-         g.member || '{grant}' || b.fence || '/' || g.name)) FROM g, b) AS notified, \
-         (SELECT member FROM g) AS granted, (SELECT fence FROM b) AS token",
+         g.member || '{grant}' || b.fence || '/' || g.name)) FROM g, b WHERE g.placed) AS notified, \
+         (SELECT member FROM g) AS granted, (SELECT fence FROM b) AS token, \
+         (SELECT placed FROM g) AS placed",
         channel = notify_channel(t),
         prefix = crate::notify::TAGGED_CHANNEL,
         tag = crate::notify::TAG_LEN,
@@ -143,17 +160,20 @@ pub(crate) fn row(t: &str) -> RowStatements {
     // `leave`: a data-modifying CTE run with the win (or "" for a caller without a place).
     // `mine`: a further condition under which an existing row is taken over.
     // `gate`: when the caller may insert (no live place ahead of it).
-    let acquire = |gate: String, leave: &str, mine: &str| {
+    // `then`: more data-modifying CTEs (`leave`); `answer`: what the statement returns.
+    let acquire_then = |gate: String, then: &str, mine: &str, answer: &str| {
         format!(
             "WITH won AS (INSERT INTO {t} (name, owner, fence, expires_at) SELECT $1, $2, 0, {now} + $3 \
              WHERE {gate} \
              ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at \
              WHERE {t}.expires_at <= {now}{mine} RETURNING name), \
              bump AS (INSERT INTO {t}_fences (name, fence) SELECT name, 1 FROM won \
-             ON CONFLICT (name) DO UPDATE SET fence = {t}_fences.fence + 1 RETURNING fence){leave} \
-             SELECT fence FROM bump",
+             ON CONFLICT (name) DO UPDATE SET fence = {t}_fences.fence + 1 RETURNING fence){then} \
+             SELECT {answer}",
         )
     };
+    let acquire =
+        |gate: String, leave: &str, mine: &str| acquire_then(gate, leave, mine, "fence FROM bump");
     // The winner's place goes in the statement that wins (PostgreSQL runs every
     // data-modifying CTE to completion, read or not), so the handoff needs no second round
     // trip; the place is deleted only when `won` has a row. Only our own place: sweeping
@@ -161,6 +181,14 @@ pub(crate) fn row(t: &str) -> RowStatements {
     // win; lapsed places go with the next `leave` of the name.
     let leave_on_win = format!(
         ", gone AS (DELETE FROM {t}_waitq WHERE name = $1 AND member = $4 AND EXISTS (SELECT 1 FROM won))"
+    );
+    // A first try goes for the row only when no live place is queued and (as far as its
+    // snapshot shows) no live row holds the lock: trying a held row would lock it (ON CONFLICT
+    // locks the row it conflicts with, WHERE or not) until the try commits, and the holder's
+    // release — commonly on its way at the same moment — would wait for that commit.
+    let first_gate = format!(
+        "NOT EXISTS ({}) AND NOT EXISTS (SELECT 1 FROM {t} x WHERE x.name = $1 AND x.expires_at > {now})",
+        super::queue::anyone(t, now, "$1")
     );
     // A first try that joins the queue when it does not win (`RowStatements::acquire_or_join`):
     // no release can fall between the failed try and the place, so the release that follows
@@ -175,15 +203,11 @@ pub(crate) fn row(t: &str) -> RowStatements {
             UPSERT_PLACE,
         ),
     );
-    let acquire_or_join = acquire(
-        format!("NOT EXISTS ({})", super::queue::anyone(t, now, "$1")),
+    let acquire_or_join = acquire_then(
+        first_gate.clone(),
         &join_on_loss,
         "",
-    )
-    .replacen(
-        "SELECT fence FROM bump",
-        "SELECT (SELECT fence FROM bump), (SELECT count(*) FROM joined)",
-        1,
+        "(SELECT fence FROM bump), (SELECT count(*) FROM joined)",
     );
     RowStatements {
         acquire_or_join: Some(acquire_or_join),
@@ -202,7 +226,7 @@ pub(crate) fn row(t: &str) -> RowStatements {
             &format!(" OR {t}.owner = $4"),
         ),
         acquire_first: acquire(
-            format!("NOT EXISTS ({})", super::queue::anyone(t, now, "$1")),
+            first_gate.clone(),
             "",
             "",
         ),
