@@ -698,6 +698,8 @@ impl LockBackend for RowLock {
                 }
             }
             if try_only || deadline.expired() {
+                // Out of line first: our departure's give-back must not grant the lock to us.
+                drop(next.take());
                 if let Some(queued) = place.take() {
                     self.leave_now(queued.cleanup, name, &member).await;
                 }
@@ -1314,6 +1316,9 @@ impl RowLease {
         &self,
         deleted: Result<(u64, Option<LockError>), LockError>,
     ) -> Result<(), LockError> {
+        // A release that failed may still have run (and granted the lock to a waiter of this
+        // process, which is not notified of it): the waiters look.
+        let deleted = deleted.inspect_err(|_| LocalQueue::wake(&self.queue_key));
         match deleted? {
             (0, Some(first)) => {
                 LocalQueue::wake(&self.queue_key);

@@ -71,6 +71,11 @@ fn release_notify(t: &str, now: &str, except: &str, rest: &str) -> String {
 /// at that moment leaves only after it, and its departure then finds the row its own and
 /// gives it back (`row.rs`, `RowLock::departure`) — unlocked, a grant could land after the
 /// departure had looked, and the lock sat with no one until the place's lease ran out. The
+/// next in line is granted only when no live place is in the statement's snapshot at all (the
+/// head's place locked may have gone meanwhile, with another behind it), and never the
+/// releaser itself (a departure's give-back). The releaser's own place goes only when the
+/// release held the row, and only while live (a lapsed one is swept by a `leave`, which may
+/// hold it: deleting it here too could deadlock). The
 /// lock row is locked first (`o`), as the winning take locks it before it deletes its own
 /// place: the other order could deadlock with a head taking an expired row as it was being
 /// released; and a release that owns no row (a departure's give-back) locks no place.
@@ -84,15 +89,17 @@ fn granting_release(t: &str, now: &str) -> String {
          AND w.name = $1 AND w.member <> $2 AND w.expires_at > {now} ORDER BY w.seq LIMIT 1 FOR UPDATE), \
          n AS (SELECT h.member, h.expires_at, true AS placed FROM h UNION ALL \
          SELECT CAST($3 AS TEXT), {now} + {place_ttl}, false \
-         WHERE length(CAST($3 AS TEXT)) = {tagged} AND NOT EXISTS (SELECT 1 FROM h)), \
+         WHERE length(CAST($3 AS TEXT)) = {tagged} AND CAST($3 AS TEXT) <> $2 AND NOT EXISTS \
+         (SELECT 1 FROM {t}_waitq v WHERE v.name = $1 AND v.member <> $2 AND v.expires_at > {now})), \
          g AS (UPDATE {t} l SET owner = n.member, expires_at = n.expires_at FROM n \
          WHERE l.name = $1 AND l.owner = $2 AND length(n.member) = {tagged} RETURNING l.name, n.member, n.placed), \
          d AS (DELETE FROM {t} WHERE name = $1 AND owner = $2 \
          AND NOT EXISTS (SELECT 1 FROM n WHERE length(n.member) = {tagged}) RETURNING name), \
          b AS (INSERT INTO {t}_fences (name, fence) SELECT name, 1 FROM g \
          ON CONFLICT (name) DO UPDATE SET fence = {t}_fences.fence + 1 RETURNING fence), \
-         p AS (DELETE FROM {t}_waitq q USING (SELECT member FROM g UNION ALL SELECT $2) x \
-         WHERE q.name = $1 AND q.member = x.member) \
+         p AS (DELETE FROM {t}_waitq q \
+         USING (SELECT member FROM g UNION ALL SELECT $2 WHERE EXISTS (SELECT 1 FROM o)) x \
+         WHERE q.name = $1 AND q.member = x.member AND (q.member <> $2 OR q.expires_at > {now})) \
          SELECT (SELECT count(*) FROM d) + (SELECT count(*) FROM g) AS released, \
          (SELECT count(pg_notify('{channel}', COALESCE((SELECT member FROM h), '') || '/' || d.name)) FROM d) \
          + (SELECT count(pg_notify('{prefix}' || left(g.member, {tag}), \
