@@ -112,7 +112,7 @@
 //! |---|---|
 //! | `lock.rs` | [`SqlLock`], the public client, and [`connect`]: picks the mode's lock type once |
 //! | `client.rs` | what every mode shares: the pool and its session settings, the label, the lock tables' creation, the waiter-queue key |
-//! | `row.rs` | row mode: its acquire loop, `inspect`, and the guard's lease (take, renew, release of the row) |
+//! | `row/mod.rs` | row mode: its acquire loop, `inspect`, joining and leaving the queue; `row/lease.rs` the row of one name and the guard's lease (take, renew, release of the row, and a PostgreSQL release's grant); `row/place.rs` an acquisition's place in the queue and its standing as its process's next in line |
 //! | `for_update/mod.rs` | for_update mode: its acquire loop, `inspect`, and the guard's lease (the open transaction) |
 //! | `for_update/semaphore.rs`, `for_update/rw.rs` | for_update mode's semaphore (slot rows taken `SKIP LOCKED`; `statements/slots.rs`) and read-write lock (`FOR SHARE` / `FOR UPDATE`), each behind a gate row |
 //! | `advisory/mod.rs` | advisory mode: the key of a name, its acquire loop, `inspect`; `advisory/session.rs` the connection a lock is held on, `advisory/lease.rs` the guard's lease (ping and release on that session) |

@@ -12,7 +12,7 @@
 //! [`lock_core::LockError::Unavailable`], instead of being replaced silently; sqlx's ping when
 //! the connection goes back closes it, so the call after that gets a live one. A holder's own
 //! statements (renewal, release), which are safe to run twice, are sent again at once
-//! ([`resend_on_dead_connection`]), so a release is not lost to a dead connection; so are a
+//! (`resend_on_dead_connection`), so a release is not lost to a dead connection; so are a
 //! `for_update` acquisition's `BEGIN`, which takes nothing, and its token draw, which sent
 //! twice only skips a token.
 

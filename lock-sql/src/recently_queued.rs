@@ -1,5 +1,5 @@
 //! Which names this client had to queue for lately (the first try of SQLite and PostgreSQL,
-//! `row.rs`): a first try that may lose and then has to join the queue does both in one
+//! `row/mod.rs`): a first try that may lose and then has to join the queue does both in one
 //! transaction (SQLite), which costs an uncontended acquisition ~12% (three statements instead
 //! of one), or one statement with more to do (PostgreSQL); a name queued for within [`WITHIN`]
 //! is likely contended again, so only its first tries pay that.

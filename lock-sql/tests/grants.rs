@@ -76,6 +76,18 @@ async fn grant_silently(admin: &SqlLock, name: &str, member: &str) {
     assert_eq!(done.rows_affected(), 1, "no row of {name} to hand over");
 }
 
+/// Deletes every place in the queue of `name`, as if the waiters' joins had not landed yet.
+async fn forget_places(admin: &SqlLock, name: &str) {
+    let t = &admin.config().table;
+    sqlx::query(AssertSqlSafe(format!(
+        "DELETE FROM {t}_waitq WHERE name = $1"
+    )))
+    .bind(name)
+    .execute(admin.pool())
+    .await
+    .unwrap();
+}
+
 /// The guard a waiter's task ends with, within `limit`.
 async fn served_within(
     task: JoinHandle<Result<LockGuard, LockError>>,
@@ -279,14 +291,7 @@ async fn a_release_grants_the_next_waiter_of_its_process_without_a_place() {
     let task = queue_up(&admin, &waiter, &name, &wait, 1).await;
     let member = queued(&admin, &name).await.remove(0);
     // Its place gone (as if its join had not landed yet): only standing next remains.
-    let t = &admin.config().table;
-    sqlx::query(AssertSqlSafe(format!(
-        "DELETE FROM {t}_waitq WHERE name = $1"
-    )))
-    .bind(&name)
-    .execute(admin.pool())
-    .await
-    .unwrap();
+    forget_places(&admin, &name).await;
     held.release().await.unwrap();
     let g = served_within(task, Duration::from_secs(5), "the next waiter").await;
     let info = admin.inspect(&name).await.unwrap();
@@ -298,4 +303,129 @@ async fn a_release_grants_the_next_waiter_of_its_process_without_a_place() {
     );
     g.release().await.unwrap();
     assert!(queued(&admin, &name).await.is_empty());
+}
+
+/// A waiter of the releasing process that stops waiting — its wait runs out, or its acquire
+/// is dropped — just as the release grants it the lock gives the grant back at once: the lock
+/// never sits with nobody for the grant's lease (3 s). Each round aims the release at the
+/// moment the waiter stands next without a place yet and stops (a spread of offsets around
+/// it: a waiter with a place is granted there, and its departure gives it back); whatever the waiter ends with,
+/// the lock is either its guard's or free again within half a second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_next_waiter_that_stops_as_it_is_granted_gives_the_lock_back() {
+    let url = postgres_url();
+    let admin = connect_or_explain(&url).await;
+    let (holder, waiter) = (process("stop").await, process("stop").await);
+    let hold = AcquireOptions::new().wait(Duration::from_secs(5));
+    // The wait runs out right after the first try; a dropped acquire goes a millisecond in.
+    let (wait_for, drop_after) = (Duration::from_micros(1), Duration::from_millis(1));
+    let (mut served, mut stopped) = (0, 0);
+    for round in 0..100u64 {
+        let name = fresh("stop");
+        let held = holder.acquire(&name, &hold).await.unwrap();
+        let dropped = round % 2 == 1;
+        let task = tokio::spawn({
+            let (waiter, name) = (Arc::clone(&waiter), name.clone());
+            async move {
+                if dropped {
+                    // Dropped while waiting: the acquire future goes away mid-wait.
+                    let long = AcquireOptions::new().wait(Duration::from_secs(20));
+                    tokio::time::timeout(drop_after, waiter.acquire(&name, &long))
+                        .await
+                        .ok()
+                        .map(Result::unwrap)
+                } else {
+                    let short = AcquireOptions::new().wait(wait_for);
+                    waiter.try_acquire(&name, &short).await.unwrap()
+                }
+            }
+        });
+        // From the waiter's start to 2.5 ms on, 50 µs apart: the waiter stands next from its
+        // start, before it has a place.
+        tokio::time::sleep(Duration::from_micros(50 * (round / 2))).await;
+        held.release().await.unwrap();
+        match tokio::time::timeout(Duration::from_secs(5), task)
+            .await
+            .expect("the waiter did not end")
+            .unwrap()
+        {
+            Some(g) => {
+                served += 1;
+                let info = admin.inspect(&name).await.unwrap();
+                assert_eq!(info.fencing_token, Some(g.fencing_token()), "round {round}");
+                g.release().await.unwrap();
+            }
+            None => {
+                stopped += 1;
+                assert!(
+                    within(Duration::from_millis(500), || async {
+                        !admin.inspect(&name).await.unwrap().held
+                    })
+                    .await,
+                    "round {round} (dropped: {dropped}): the waiter stopped and the lock is \
+                     still held: {:?}",
+                    admin.inspect(&name).await.unwrap()
+                );
+            }
+        }
+        // A dropped acquire leaves its place in the background.
+        assert!(
+            within(Duration::from_millis(500), || async {
+                queued(&admin, &name).await.is_empty()
+            })
+            .await,
+            "round {round}: places left {:?}",
+            queued(&admin, &name).await
+        );
+    }
+    // Both ends were reached (else the rounds missed the race entirely).
+    assert!(
+        served > 0 && stopped > 0,
+        "served {served}, stopped {stopped}"
+    );
+}
+
+/// However a PostgreSQL row guard came to be — a take of its own, a grant to its place by
+/// another process's release, a grant to its process's next waiter — the validity it claims
+/// never outlasts the row's lease in the database (read before the guard is asked; the
+/// database keeps whole milliseconds).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guards_validity_never_outlasts_its_row() {
+    let url = postgres_url();
+    let admin = connect_or_explain(&url).await;
+    let (holder, same_process) = (process("valid").await, process("valid").await);
+    let other_process = process("valid-other").await;
+    let wait = AcquireOptions::new().wait(Duration::from_secs(20));
+    let check = |how: &'static str, name: String, g: LockGuard| {
+        let admin = &admin;
+        async move {
+            let left = admin.inspect(&name).await.unwrap().expires_in.unwrap();
+            let claimed = g.remaining_validity().unwrap();
+            assert!(
+                claimed <= left + Duration::from_millis(1),
+                "{how}: the guard claims {claimed:?}, the row has {left:?}"
+            );
+            g.release().await.unwrap();
+        }
+    };
+    for ttl in [Duration::from_secs(2), Duration::from_secs(30)] {
+        let opts = wait.clone().ttl(ttl);
+        let taken = holder.acquire(&fresh("valid"), &opts).await.unwrap();
+        check("taken", taken.name().to_owned(), taken).await;
+
+        let name = fresh("valid");
+        let g = holder.acquire(&name, &opts).await.unwrap();
+        let task = queue_up(&admin, &other_process, &name, &opts, 1).await;
+        g.release().await.unwrap();
+        let g = served_within(task, Duration::from_secs(5), "the head").await;
+        check("granted to a place", name.clone(), g).await;
+
+        let g = holder.acquire(&name, &opts).await.unwrap();
+        let task = queue_up(&admin, &same_process, &name, &opts, 1).await;
+        // Its place gone: only standing next remains.
+        forget_places(&admin, &name).await;
+        g.release().await.unwrap();
+        let g = served_within(task, Duration::from_secs(5), "the next waiter").await;
+        check("granted to the next waiter", name, g).await;
+    }
 }

@@ -14,7 +14,7 @@
 //! # Keys that never meet another lock's
 //! The gate and the slots lock *internal names*: `distlock semaphore gate:` or
 //! `distlock semaphore slot <i>:`, padded with spaces to one byte more than a lock name may
-//! have ([`MAX_NAME_BYTES`]), then the name. An internal name is longer than every lock name,
+//! have ([`MAX_NAME_BYTES`](lock_core::backend::name::MAX_NAME_BYTES)), then the name. An internal name is longer than every lock name,
 //! so it is never a user's lock name (those are refused as `InvalidName`), and the fixed-width
 //! prefix of each part keeps the mapping one-to-one. Internal names get their keys as lock
 //! names do (PostgreSQL: registered in `<table>_keys`, where no two names share a key;

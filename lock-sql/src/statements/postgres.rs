@@ -69,7 +69,7 @@ fn release_notify(t: &str, now: &str, except: &str, rest: &str) -> String {
 ///
 /// The head's place is locked (`FOR UPDATE`) until the grant commits: a head that is leaving
 /// at that moment leaves only after it, and its departure then finds the row its own and
-/// gives it back (`row.rs`, `RowLock::departure`) — unlocked, a grant could land after the
+/// gives it back (`row/mod.rs`, `departure`) — unlocked, a grant could land after the
 /// departure had looked, and the lock sat with no one until the place's lease ran out. The
 /// next in line is granted only when no live place is in the statement's snapshot at all (the
 /// head's place locked may have gone meanwhile, with another behind it), and never the

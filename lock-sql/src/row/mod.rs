@@ -1,9 +1,9 @@
 //! Row mode ([`RowLock`]): a row per held lock (name, owner token, fencing token, expiry by
 //! the database clock). Acquire is one `INSERT … ON CONFLICT/DUPLICATE KEY` that also takes
 //! over an expired row; release deletes by name and owner; renewal extends by owner
-//! ([`RowLease`]). The statements are in `statements/<dialect>.rs`.
+//! ([`lease::RowLease`]). The statements are in `statements/<dialect>.rs`.
 //!
-//! Waiting: the waiters of one process queue in arrival order ([`LocalQueue`]); only the head
+//! Waiting: the waiters of one process queue in arrival order ([`LocalQueue`](lock_core::backend::LocalQueue)); only the head
 //! talks to the database, and a release by this process wakes it at once. Across processes the
 //! heads queue in the database (`<t>_waitq`, `statements/queue.rs`): a head whose first try
 //! fails takes a place, refreshes it every second (a place lapses 3 s after its last refresh)
@@ -26,12 +26,12 @@ use std::time::Duration;
 use async_trait::async_trait;
 use lock_core::backend::wait::random_up_to;
 use lock_core::backend::{
-    owner_token, Attempt, CleanupOnDrop, Deadline, GuardParts, Lease, LocalQueue, LockBackend,
-    LostSignal, Share,
+    owner_token, Attempt, CleanupOnDrop, Deadline, GuardParts, Lease, LockBackend, LostSignal,
+    Share,
 };
 use lock_core::{AcquireOptions, Capabilities, LockError, LockGuard, LockInfo, Wakeup};
 use sqlx::AssertSqlSafe;
-use sqlx::{AnyPool, Row};
+use sqlx::Row;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tracing::Instrument;
@@ -40,10 +40,16 @@ use crate::bells::{self, Bell, BellWait, Bells};
 use crate::client::SqlClient;
 use crate::config::Dialect;
 use crate::error::{classify, map, Failure};
-use crate::liveness::{resend_on_dead_connection, unclear_release};
+use crate::liveness::resend_on_dead_connection;
 use crate::notify::Wakeups;
 use crate::recently_queued::RecentlyQueued;
 use crate::statements::{self, RowStatements};
+
+mod lease;
+mod place;
+
+use lease::NamedRow;
+use place::{NextInLine, Place};
 
 /// Deadlock retries per attempt before the error is surfaced (each is a fresh statement).
 const MAX_RETRIES: u32 = 50;
@@ -203,9 +209,18 @@ impl RowLock {
             .map(|(channel, share)| (Wakeups::shared(share, url, channel), channel))
     }
 
-    /// [`Self::wakeups`] without the channel.
-    fn local_wakeups(&self) -> Option<Arc<Wakeups>> {
-        self.wakeups().map(|(w, _)| w)
+    /// `name`'s row and queue for one acquisition; `local`: this process's release listener
+    /// (PostgreSQL), resolved once by the caller.
+    fn named_row(&self, name: &str, local: Option<&Arc<Wakeups>>) -> Arc<NamedRow> {
+        Arc::new(NamedRow {
+            pool: self.client.pool.clone(),
+            sql: Arc::clone(&self.sql),
+            dialect: self.client.cfg.dialect,
+            label: self.client.label.clone(),
+            name: name.to_owned(),
+            queue_key: self.client.queue_key(name),
+            local: local.map(Arc::downgrade),
+        })
     }
 
     /// Notes that an acquisition of `name` queued (SQLite and PostgreSQL: see
@@ -225,15 +240,15 @@ impl RowLock {
     /// one is left to take them (no timing assumption).
     async fn take(
         &self,
-        name: &str,
+        row: &Arc<NamedRow>,
         owner: &str,
         how: Try<'_>,
         ttl: Duration,
     ) -> Result<Taken, Failure> {
-        let attempt = RowLease::new(self, name, owner);
+        let attempt = row.lease(owner);
         // A place a joining try took may be granted the lock before it is left.
         let departure = match how {
-            Try::FirstOrJoin(m) => Some(self.departure(name, m)),
+            Try::FirstOrJoin(m) => Some(departure(row, m)),
             _ => None,
         };
         let how = how.owned();
@@ -266,7 +281,7 @@ impl RowLock {
         answer.await.unwrap_or_else(|_| {
             Err(Failure::Error(LockError::backend(
                 &self.client.label,
-                Some(name),
+                Some(&row.name),
                 "the acquisition attempt ended without an answer",
                 None,
             )))
@@ -291,24 +306,19 @@ impl RowLock {
     /// The statement runs in its own task, to completion even when the acquire is cancelled
     /// meanwhile: a statement already on its way may still insert the place after the cancel,
     /// so the task removes the place once no one is left to use it (as [`RowLock::take`]).
-    async fn join(&self, name: &str, member: &str) -> Result<(), LockError> {
-        let (pool, sql, label) = (
-            self.client.pool.clone(),
-            Arc::clone(&self.sql),
-            self.client.label.clone(),
-        );
-        let (n, m) = (name.to_owned(), member.to_owned());
+    async fn join(&self, row: &Arc<NamedRow>, member: &str) -> Result<(), LockError> {
+        let (r, m) = (Arc::clone(row), member.to_owned());
         let (reply, answer) = oneshot::channel();
         // A release may grant the place the lock before it is left.
-        let departure = self.departure(name, member);
+        let departure = departure(row, member);
         tokio::spawn(
             async move {
-                let joined = retrying(&label, &n, || async {
-                    enqueue_query(&sql, &n, &m)
-                        .execute(&pool)
+                let joined = retrying(&r.label, &r.name, || async {
+                    enqueue_query(&r.sql, &r.name, &m)
+                        .execute(&r.pool)
                         .await
                         .map(drop)
-                        .map_err(|e| classify(e, &label, Some(&n)))
+                        .map_err(|e| classify(e, &r.label, Some(&r.name)))
                 })
                 .await;
                 if reply.send(joined).is_err() {
@@ -320,52 +330,11 @@ impl RowLock {
         answer.await.unwrap_or_else(|_| {
             Err(LockError::backend(
                 &self.client.label,
-                Some(name),
+                Some(&row.name),
                 "joining the waiter queue ended without an answer",
                 None,
             ))
         })
-    }
-
-    /// Leaves the queue of `name` (sweeping its lapsed places) when dropped or run: however
-    /// the acquisition ends, its place does not hold others back.
-    fn leave_on_drop(&self, name: &str, member: &str) -> CleanupOnDrop {
-        let departure = self.departure(name, member);
-        CleanupOnDrop::new(move || Box::pin(departure))
-    }
-
-    /// Leaves the queue of `name` now and waits for it; the statements run in their own
-    /// task, so a cancel while waiting does not stop them (`cleanup`, the place's drop guard,
-    /// is disarmed: this replaces it).
-    async fn leave_now(&self, cleanup: CleanupOnDrop, name: &str, member: &str) {
-        cleanup.disarm();
-        let _ = tokio::spawn(self.departure(name, member)).await;
-    }
-
-    /// A waiter's departure from the queue of `name` as `member`: it leaves its place and
-    /// (PostgreSQL) gives back a lock a release granted it meanwhile, which passes the lock on
-    /// to the next head at once instead of leaving it idle until the grant's lease runs out.
-    fn departure(
-        &self,
-        name: &str,
-        member: &str,
-    ) -> impl std::future::Future<Output = ()> + Send + 'static {
-        let (pool, sql) = (self.client.pool.clone(), Arc::clone(&self.sql));
-        let (name, member, label) = (
-            name.to_owned(),
-            member.to_owned(),
-            self.client.label.clone(),
-        );
-        let granted =
-            (self.sql.notify_channel.is_some()).then(|| RowLease::new(self, &name, &member));
-        async move {
-            let _ = leave((&pool, &sql, &label), &name, &member).await;
-            if let Some(granted) = granted {
-                // Finds no row of ours unless a release granted us the lock meanwhile.
-                let _ = granted.on_a_live_connection(|| granted.delete()).await;
-            }
-        }
-        .in_current_span()
     }
 
     /// What a waiter as `member` sees of `name` (see [`Look`]).
@@ -405,23 +374,11 @@ impl RowLock {
         })
     }
 
-    /// Deletes our row if the acquire is cancelled after the attempt won it and before the
-    /// guard owns it (an attempt cancelled before its answer gives its row back itself, see
-    /// [`RowLock::take`]).
-    fn cleanup(&self, name: &str, owner: &str) -> CleanupOnDrop {
-        let lease = RowLease::new(self, name, owner);
-        CleanupOnDrop::new(move || {
-            Box::pin(async move {
-                let _ = lease.release().await;
-            })
-        })
-    }
-
     /// The guard for a won row; `Unavailable` if the database answered so late that most of
     /// the lease had passed (see [`GuardParts::start`]).
     async fn guard(
         &self,
-        name: &str,
+        row: &Arc<NamedRow>,
         owner: &str,
         token: u64,
         opts: &AcquireOptions,
@@ -429,14 +386,14 @@ impl RowLock {
         bell: Option<Bell>,
     ) -> Result<LockGuard, LockError> {
         GuardParts {
-            name: name.to_owned(),
+            name: row.name.clone(),
             backend: self.client.label.clone(),
             fencing_token: token,
             ttl: opts.ttl,
             renew: opts.renew,
             acquired_at: started,
             validity: Some(lease_validity(opts.ttl)),
-            lease: Arc::new(RowLease::new(self, name, owner).ringing(bell)),
+            lease: Arc::new(row.lease(owner).ringing(bell)),
             lost: LostSignal::new(),
         }
         .start()
@@ -454,7 +411,7 @@ impl RowLock {
     /// it back: the guard's release removes it).
     async fn granted(
         &self,
-        name: &str,
+        row: &Arc<NamedRow>,
         member: &str,
         token: u64,
         opts: &AcquireOptions,
@@ -464,9 +421,9 @@ impl RowLock {
             true => Duration::ZERO,
             false => lease_validity(WAITER_TTL),
         };
-        let lease = Arc::new(RowLease::new(self, name, member));
+        let lease = Arc::new(row.lease(member));
         GuardParts::leased(
-            name,
+            &row.name,
             &self.client.label,
             token,
             opts,
@@ -508,15 +465,14 @@ impl LockBackend for RowLock {
         let member = wakeups
             .as_ref()
             .map_or_else(owner_token, |(w, _)| w.member());
+        let row = self.named_row(name, wakeups.as_ref().map(|(w, _)| w));
         // PostgreSQL: we are the one waiter of this process that talks to the database now, so
         // a release by it may grant us the lock even before we have a place (`NextInLine`) —
         // from the start, as the holder's release is commonly on its way as our first try is.
         // Not while we build a guard: a row we won too late is given back by a release, which
         // must not grant it to us again (we stand again when we wait). Declared after the
         // registration, so it steps out while the registration still finds a grant for us.
-        let stand = |w: &Arc<Wakeups>| {
-            NextInLine::stand(w, name, &member, RowLease::new(self, name, &member))
-        };
+        let stand = |w: &Arc<Wakeups>| NextInLine::stand(w, &row, &member);
         let mut next: Option<NextInLine> = match (&wakeups, try_only) {
             (Some((w, _)), false) => Some(stand(w)),
             _ => None,
@@ -556,8 +512,8 @@ impl LockBackend for RowLock {
             if let Some((token, refreshed)) = grant {
                 next = None;
                 // Given back (and passed on) if this future ends before the guard owns it.
-                let armed = self.cleanup(name, &member);
-                match self.granted(name, &member, token, opts, refreshed).await {
+                let armed = cleanup(&row, &member);
+                match self.granted(&row, &member, token, opts, refreshed).await {
                     Ok(g) => {
                         armed.disarm();
                         if let Some(queued) = place.take() {
@@ -595,7 +551,7 @@ impl LockBackend for RowLock {
                     (None, false) => owner_token(),
                 };
                 let started = Instant::now();
-                let armed = self.cleanup(name, &owner);
+                let armed = cleanup(&row, &owner);
                 // Without a place, every live place is ahead of us (the cheaper statement).
                 let how = match (&place, try_only) {
                     (Some(_), _) => Try::Queued(&member),
@@ -610,8 +566,8 @@ impl LockBackend for RowLock {
                 // before the try, as a cancel after the answer was sent but before this
                 // future read it would otherwise leave the place behind (as `join` does).
                 let joining =
-                    matches!(how, Try::FirstOrJoin(_)).then(|| self.leave_on_drop(name, &member));
-                let taken = self.take(name, &owner, how, opts.ttl).await;
+                    matches!(how, Try::FirstOrJoin(_)).then(|| leave_on_drop(&row, &member));
+                let taken = self.take(&row, &owner, how, opts.ttl).await;
                 let joined = match (&taken, joining) {
                     (Ok(Taken::Joined(_)), joining) => joining,
                     // An error that leaves open whether the statement took effect (the
@@ -639,7 +595,7 @@ impl LockBackend for RowLock {
                         // `GuardParts::start` may still renew a late reply, and a cancel there
                         // would leave the row held for a lease.
                         match self
-                            .guard(name, &owner, token, opts, started, bell.take())
+                            .guard(&row, &owner, token, opts, started, bell.take())
                             .await
                         {
                             Ok(g) => {
@@ -662,7 +618,7 @@ impl LockBackend for RowLock {
                         // PostgreSQL: the release that follows notifies (or grants) us;
                         // nothing to look at meanwhile.
                         skip_look = pg;
-                        let cleanup = joined.unwrap_or_else(|| self.leave_on_drop(name, &member));
+                        let cleanup = joined.unwrap_or_else(|| leave_on_drop(&row, &member));
                         place = Some(Place::joined(cleanup, started));
                         bell = rung_by;
                         self.note_queued(name);
@@ -701,7 +657,7 @@ impl LockBackend for RowLock {
                 // Out of line first: our departure's give-back must not grant the lock to us.
                 drop(next.take());
                 if let Some(queued) = place.take() {
-                    self.leave_now(queued.cleanup, name, &member).await;
+                    leave_now(&row, queued.cleanup, &member).await;
                 }
                 if let Some(bell) = bell.take() {
                     bell.ring().await;
@@ -716,9 +672,9 @@ impl LockBackend for RowLock {
                     }
                     // Armed first: a cancel after the join answered but before this future
                     // ran again would otherwise leave the place behind.
-                    let cleanup = self.leave_on_drop(name, &member);
+                    let cleanup = leave_on_drop(&row, &member);
                     let sent = Instant::now();
-                    self.join(name, &member).await?;
+                    self.join(&row, &member).await?;
                     place = Some(Place::joined(cleanup, sent));
                     self.note_queued(name);
                     // The look below follows at once, so a release in between is not missed.
@@ -729,7 +685,7 @@ impl LockBackend for RowLock {
                     // Until this refresh is known to be in, a grant may carry the lease the
                     // last one gave the place.
                     p.grant_base = p.sent;
-                    self.join(name, &member).await?;
+                    self.join(&row, &member).await?;
                     (p.sent, p.refresh_now) = (sent, false);
                 }
                 Some(_) => {}
@@ -901,28 +857,71 @@ where
     ))
 }
 
-/// Leaves the queue of `name` as `member`, sweeping the name's lapsed places (again after a
-/// deadlock, and when the connection died under it: a place left behind would hold every
-/// other waiter back until it lapsed).
-async fn leave(
-    (pool, sql, label): (&AnyPool, &RowStatements, &str),
-    name: &str,
-    member: &str,
-) -> Result<u64, LockError> {
+/// Leaves the queue of `row`'s name as `member`, sweeping the name's lapsed places (again
+/// after a deadlock, and when the connection died under it: a place left behind would hold
+/// every other waiter back until it lapsed).
+async fn leave(row: &NamedRow, member: &str) -> Result<u64, LockError> {
+    let (label, name) = (row.label.as_str(), row.name.as_str());
     let once = || {
         retrying(label, name, || async {
-            sqlx::query(AssertSqlSafe(sql.leave.as_str()))
+            sqlx::query(AssertSqlSafe(row.sql.leave.as_str()))
                 .bind(name)
                 .bind(member)
-                .execute(pool)
+                .execute(&row.pool)
                 .await
                 .map(|r| r.rows_affected())
                 .map_err(|e| classify(e, label, Some(name)))
         })
     };
-    Ok(resend_on_dead_connection(pool, (label, name), once)
+    Ok(resend_on_dead_connection(&row.pool, (label, name), once)
         .await?
         .0)
+}
+
+/// A waiter's departure from the queue of `row`'s name as `member`: it leaves its place and
+/// (PostgreSQL) gives back a lock a release granted it meanwhile, which passes the lock on to
+/// the next head at once instead of leaving it idle until the grant's lease runs out.
+fn departure(
+    row: &Arc<NamedRow>,
+    member: &str,
+) -> impl std::future::Future<Output = ()> + Send + 'static {
+    let (row, member) = (Arc::clone(row), member.to_owned());
+    async move {
+        let _ = leave(&row, &member).await;
+        if row.sql.notify_channel.is_some() {
+            // Finds no row of ours unless a release granted us the lock meanwhile.
+            let granted = row.lease(&member);
+            let _ = granted.on_a_live_connection(|| granted.delete()).await;
+        }
+    }
+    .in_current_span()
+}
+
+/// Leaves the queue of `row`'s name (sweeping its lapsed places) when dropped or run: however
+/// the acquisition ends, its place does not hold others back.
+fn leave_on_drop(row: &Arc<NamedRow>, member: &str) -> CleanupOnDrop {
+    let departure = departure(row, member);
+    CleanupOnDrop::new(move || Box::pin(departure))
+}
+
+/// Leaves the queue of `row`'s name now and waits for it; the statements run in their own
+/// task, so a cancel while waiting does not stop them (`cleanup`, the place's drop guard, is
+/// disarmed: this replaces it).
+async fn leave_now(row: &Arc<NamedRow>, cleanup: CleanupOnDrop, member: &str) {
+    cleanup.disarm();
+    let _ = tokio::spawn(departure(row, member)).await;
+}
+
+/// Deletes our row if the acquire is cancelled after the attempt won it and before the
+/// guard owns it (an attempt cancelled before its answer gives its row back itself, see
+/// [`RowLock::take`]).
+fn cleanup(row: &Arc<NamedRow>, owner: &str) -> CleanupOnDrop {
+    let lease = row.lease(owner);
+    CleanupOnDrop::new(move || {
+        Box::pin(async move {
+            let _ = lease.release().await;
+        })
+    })
 }
 
 /// Completes with `f`, or never when there is none.
@@ -932,415 +931,5 @@ async fn either<F: std::future::Future>(f: Option<F>) {
             f.await;
         }
         None => std::future::pending().await,
-    }
-}
-
-/// Our place in the name's queue across processes, while we have one.
-struct Place {
-    /// Leaves the place (and gives back a grant that landed on it) however the acquisition
-    /// ends ([`RowLock::departure`]).
-    cleanup: CleanupOnDrop,
-    /// When the last join or refresh of the place was sent (the next is due [`REFRESH`] on).
-    sent: Instant,
-    /// The moment the lease of a grant to this place counts from (PostgreSQL): when the refresh
-    /// before the last one was sent (the last may have raced the grant, which then copied the
-    /// lease that refresh replaced; a refresh waits for the grant's lock on the place and then
-    /// puts the place back), or the first join.
-    grant_base: Instant,
-    /// Refresh at the next look, whenever the last was (the place may be gone: a retry left
-    /// it, or a grant too late to use took it).
-    refresh_now: bool,
-}
-
-impl Place {
-    /// A place joined by a statement sent at `sent`.
-    fn joined(cleanup: CleanupOnDrop, sent: Instant) -> Self {
-        Place {
-            cleanup,
-            sent,
-            grant_base: sent,
-            refresh_now: false,
-        }
-    }
-}
-
-/// An acquisition standing next among its process's waiters for a name
-/// ([`Wakeups::stand_next`]: a release by this process may grant it the lock without a place)
-/// until dropped; a grant handed to it and not taken is given back then.
-struct NextInLine {
-    wakeups: Arc<Wakeups>,
-    name: String,
-    member: String,
-    /// Our lease as the member, to give back a grant not taken.
-    as_member: Option<RowLease>,
-}
-
-impl NextInLine {
-    /// `member` stands next for `name` from now on; `as_member` is its lease as the member.
-    fn stand(wakeups: &Arc<Wakeups>, name: &str, member: &str, as_member: RowLease) -> Self {
-        wakeups.stand_next(name, member);
-        NextInLine {
-            wakeups: Arc::clone(wakeups),
-            name: name.to_owned(),
-            member: member.to_owned(),
-            as_member: Some(as_member),
-        }
-    }
-}
-
-impl Drop for NextInLine {
-    fn drop(&mut self) {
-        if self.wakeups.step_out(&self.name, &self.member).is_some() {
-            if let Some(lease) = self.as_member.take() {
-                lease.give_back();
-            }
-        }
-    }
-}
-
-/// The store side of a row-mode guard: our row, by name and owner token.
-struct RowLease {
-    pool: AnyPool,
-    sql: Arc<RowStatements>,
-    dialect: Dialect,
-    name: String,
-    owner: String,
-    label: String,
-    /// This lock's in-process queue key, woken after a release.
-    queue_key: String,
-    /// MySQL: the holder's bell, rung after its release (dropped with the lease otherwise,
-    /// which rings it too).
-    bell: std::sync::Mutex<Option<Bell>>,
-    /// PostgreSQL: the process's release listener, which a release that granted the lock to
-    /// one of its waiters hands the grant to directly ([`Wakeups::deliver`]).
-    /// Weak: a guard does not keep the listener (and its connection) alive once the clients
-    /// that share it are gone.
-    local: Option<std::sync::Weak<Wakeups>>,
-}
-
-impl RowLease {
-    fn new(lock: &RowLock, name: &str, owner: &str) -> Self {
-        RowLease {
-            pool: lock.client.pool.clone(),
-            sql: Arc::clone(&lock.sql),
-            dialect: lock.client.cfg.dialect,
-            name: name.to_owned(),
-            owner: owner.to_owned(),
-            label: lock.client.label.clone(),
-            queue_key: lock.client.queue_key(name),
-            bell: std::sync::Mutex::new(None),
-            local: lock.local_wakeups().map(|w| Arc::downgrade(&w)),
-        }
-    }
-
-    /// This lease, ringing `bell` after its release.
-    fn ringing(self, bell: Option<Bell>) -> Self {
-        RowLease {
-            bell: std::sync::Mutex::new(bell),
-            ..self
-        }
-    }
-
-    /// Rings the holder's bell, if any: the waiter behind it tries at once.
-    async fn ring(&self) {
-        let bell = self.bell.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some(bell) = bell {
-            bell.ring().await;
-        }
-    }
-
-    /// Takes the lock if the row is absent or expired and no live waiter is queued ahead of
-    /// `member`'s place (`None`: no place, so any live waiter is ahead; see
-    /// `statements/queue.rs`): `Some(token)` if we now hold it.
-    /// The acquiring statement as `member`'s place (`None`: without one, every live place is
-    /// ahead), bound for this lease's name and owner.
-    fn acquire_query<'a>(&'a self, ttl: Duration, member: Option<&'a str>) -> SqlQuery<'a> {
-        let name = self.name.as_str();
-        let text = match member {
-            Some(_) => &self.sql.acquire,
-            None => &self.sql.acquire_first,
-        };
-        let q = sqlx::query(AssertSqlSafe(text.as_str()))
-            .bind(name)
-            .bind(self.owner.as_str())
-            .bind(ms(ttl));
-        match (member, self.sql.positional) {
-            (Some(m), true) => q.bind(name).bind(m).bind(name).bind(m),
-            (Some(m), false) => q.bind(m),
-            (None, true) => q.bind(name),
-            (None, false) => q,
-        }
-    }
-
-    async fn take(&self, ttl: Duration, member: Option<&str>) -> Result<Option<u64>, Failure> {
-        let name = self.name.as_str();
-        let c = |e| classify(e, &self.label, Some(name));
-        let q = self.acquire_query(ttl, member);
-        let Some(bump) = &self.sql.bump else {
-            // The acquiring statement returns the token of a won row.
-            let row = q.fetch_optional(&self.pool).await.map_err(c)?;
-            let won = row
-                .map(|r| r.try_get::<i64, _>(0).map(|v| v as u64))
-                .transpose()
-                .map_err(|e| Failure::Error(map(e, &self.label, Some(name))))?;
-            if won.is_some() {
-                self.leave_after_win(member).await;
-            }
-            return Ok(won);
-        };
-        let done = q.execute(&self.pool).await.map_err(c)?;
-        if done.last_insert_id() != Some(1) || done.rows_affected() == 0 {
-            return Ok(None);
-        }
-        // We hold the row: draw the token now (the next holder can only draw after we release),
-        // and leave the queue meanwhile on another connection (one round trip for both).
-        let bumping = sqlx::query(AssertSqlSafe(bump.as_str()))
-            .bind(name)
-            .execute(&self.pool);
-        let (bumped, ()) = tokio::join!(bumping, self.leave_after_win(member));
-        let bumped = bumped.map_err(c);
-        match bumped.map(|r| r.last_insert_id().unwrap_or(0)) {
-            Ok(token) if token > 0 => Ok(Some(token as u64)),
-            other => {
-                let _ = self.release().await;
-                Err(other.err().unwrap_or_else(|| {
-                    Failure::Error(LockError::backend(
-                        &self.label,
-                        Some(name),
-                        "the fencing counter returned no token",
-                        None,
-                    ))
-                }))
-            }
-        }
-    }
-
-    /// [`Try::FirstOrJoin`]: a first try, and when it loses, `member`'s place in the queue
-    /// (SQLite: and its bell), in one statement (PostgreSQL) or one transaction (SQLite: one
-    /// wait for the file) — no moment in which the try has failed but the place is not there
-    /// yet.
-    async fn take_or_join(
-        &self,
-        ttl: Duration,
-        member: &str,
-        bells: Option<Arc<Bells>>,
-    ) -> Result<Taken, Failure> {
-        let name = self.name.as_str();
-        let c = |e| classify(e, &self.label, Some(name));
-        if let Some(text) = &self.sql.acquire_or_join {
-            // One statement (PostgreSQL): the token won, or the place joined.
-            let row = sqlx::query(AssertSqlSafe(text.as_str()))
-                .bind(name)
-                .bind(self.owner.as_str())
-                .bind(ms(ttl))
-                .bind(member)
-                .bind(ms(WAITER_TTL))
-                .fetch_one(&self.pool)
-                .await
-                .map_err(c)?;
-            let won: Option<i64> = row
-                .try_get(0)
-                .map_err(|e| Failure::Error(map(e, &self.label, Some(name))))?;
-            return Ok(won.map_or(Taken::Joined(None), |t| Taken::Won(t as u64)));
-        }
-        // Our bell before our place, so whoever finds the place finds the bell held; and
-        // before the transaction, which holds the file's write lock from its first statement
-        // (let go at once if the try wins).
-        let bell = match &bells {
-            Some(bells) => bells.take(member).await,
-            None => None,
-        };
-        let mut tx = crate::begin::begin(&self.pool, None).await.map_err(c)?;
-        let row = self
-            .acquire_query(ttl, None)
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(c)?;
-        if let Some(row) = row {
-            let token = row
-                .try_get::<i64, _>(0)
-                .map_err(|e| Failure::Error(map(e, &self.label, Some(name))))?;
-            tx.commit().await.map_err(c)?;
-            return Ok(Taken::Won(token as u64));
-        }
-        enqueue_query(&self.sql, name, member)
-            .execute(&mut *tx)
-            .await
-            .map_err(c)?;
-        tx.commit().await.map_err(c)?;
-        Ok(Taken::Joined(bell))
-    }
-
-    /// Leaves the queue as `member` (if it had a place) after a win, unless the acquiring
-    /// statement did (see [`RowStatements::acquire_leaves`]). A failure is only logged by
-    /// [`leave`]'s retries: the place lapses by itself.
-    async fn leave_after_win(&self, member: Option<&str>) {
-        if let (Some(m), false) = (member, self.sql.acquire_leaves) {
-            let _ = leave((&self.pool, &self.sql, &self.label), &self.name, m).await;
-        }
-    }
-
-    async fn delete(&self) -> Result<u64, Failure> {
-        let q = sqlx::query(AssertSqlSafe(self.sql.release.as_str()))
-            .bind(&self.name)
-            .bind(&self.owner);
-        let c = |e| classify(e, &self.label, Some(&self.name));
-        if self.dialect == Dialect::Postgres {
-            // This process's waiter that stands next, to which the release may grant the lock.
-            let local = self.local.as_ref().and_then(std::sync::Weak::upgrade);
-            let next = (local.as_ref())
-                .and_then(|w| w.next_of(&self.name))
-                .unwrap_or_default();
-            let sent = Instant::now();
-            let row = q.bind(next).fetch_one(&self.pool).await.map_err(c)?;
-            let get = |e| Failure::Error(map(e, &self.label, Some(&self.name)));
-            let n: i64 = row.try_get(0).map_err(get)?;
-            // The member the release granted the lock to, its token, and whether it was
-            // granted to a place (NULLs: none).
-            let granted: Option<String> = row.try_get(2).map_err(get)?;
-            let token: Option<i64> = row.try_get(3).map_err(get)?;
-            let placed: Option<bool> = row.try_get(4).map_err(get)?;
-            if let (Some(local), Some(member), Some(token)) = (&local, granted, token) {
-                let next_since = (placed == Some(false)).then_some(sent);
-                if !local.deliver(&self.name, &member, token as u64, next_since) {
-                    // Granted to the next in line, which stepped out meanwhile: given back
-                    // (and passed on).
-                    self.as_owner(member).give_back();
-                }
-            }
-            Ok(n as u64)
-        } else {
-            Ok(q.execute(&self.pool).await.map_err(c)?.rows_affected())
-        }
-    }
-
-    /// This lease's lock as held by `owner` (a waiter the lock was granted to).
-    fn as_owner(&self, owner: String) -> RowLease {
-        RowLease {
-            pool: self.pool.clone(),
-            sql: Arc::clone(&self.sql),
-            dialect: self.dialect,
-            name: self.name.clone(),
-            owner,
-            label: self.label.clone(),
-            queue_key: self.queue_key.clone(),
-            bell: std::sync::Mutex::new(None),
-            local: self.local.clone(),
-        }
-    }
-
-    /// Releases this lease's row in the background (a grant nobody will use), on the current
-    /// runtime if there is one (otherwise the row's lease runs out).
-    fn give_back(self) {
-        let releasing: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> =
-            Box::pin(async move {
-                let _ = self.on_a_live_connection(|| self.delete()).await;
-            });
-        if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            rt.spawn(releasing.in_current_span());
-        }
-    }
-
-    async fn with_retries<T, F, Fut>(&self, f: F) -> Result<T, LockError>
-    where
-        F: Fn() -> Fut,
-        Fut: std::future::Future<Output = Result<T, Failure>>,
-    {
-        retrying(&self.label, &self.name, f).await
-    }
-
-    /// [`Self::with_retries`], sent again when the connection died under it (with the first
-    /// such failure, see [`resend_on_dead_connection`]): for the lease's own statements, keyed
-    /// by its owner, which are safe to run twice.
-    async fn on_a_live_connection<T, F, Fut>(
-        &self,
-        f: F,
-    ) -> Result<(T, Option<LockError>), LockError>
-    where
-        F: Fn() -> Fut,
-        Fut: std::future::Future<Output = Result<T, Failure>>,
-    {
-        let who = (self.label.as_str(), self.name.as_str());
-        resend_on_dead_connection(&self.pool, who, || self.with_retries(&f)).await
-    }
-}
-
-#[async_trait]
-impl Lease for RowLease {
-    async fn renew(&self, ttl: Duration) -> Result<Option<Duration>, LockError> {
-        // A renewal sent twice finds its row the second time too (it counts matched rows).
-        let (n, _) = self
-            .on_a_live_connection(|| async {
-                sqlx::query(AssertSqlSafe(self.sql.renew.as_str()))
-                    .bind(ms(ttl))
-                    .bind(&self.name)
-                    .bind(&self.owner)
-                    .execute(&self.pool)
-                    .await
-                    .map(|r| r.rows_affected())
-                    .map_err(|e| classify(e, &self.label, Some(&self.name)))
-            })
-            .await
-            .inspect_err(|e| {
-                tracing::debug!(backend = %self.label, name = %self.name, error = %e, "row renewal failed");
-            })?;
-        if n == 0 {
-            tracing::debug!(
-                backend = %self.label,
-                name = %self.name,
-                "renewal found no row of ours: expired and taken over, or removed"
-            );
-            return Err(LockError::not_held(
-                &self.name,
-                &self.label,
-                "the row is gone, expired or owned by another holder",
-            ));
-        }
-        Ok(Some(lease_validity(ttl)))
-    }
-
-    async fn release(&self) -> Result<(), LockError> {
-        let deleted = self.on_a_live_connection(|| self.delete()).await;
-        // This process's waiters are woken first (no round trip), then the bell rung for
-        // another process's, whatever the outcome (the bell is a hint).
-        let outcome = self.outcome(deleted);
-        self.ring().await;
-        outcome
-    }
-}
-
-impl RowLease {
-    /// A release's answer from its delete, waking this process's waiters when the row is
-    /// gone (or may be).
-    fn outcome(
-        &self,
-        deleted: Result<(u64, Option<LockError>), LockError>,
-    ) -> Result<(), LockError> {
-        // A release that failed may still have run (and granted the lock to a waiter of this
-        // process, which is not notified of it): the waiters look.
-        let deleted = deleted.inspect_err(|_| LocalQueue::wake(&self.queue_key));
-        match deleted? {
-            (0, Some(first)) => {
-                LocalQueue::wake(&self.queue_key);
-                Err(unclear_release(&self.label, &self.name, first))
-            }
-            (0, None) => {
-                tracing::debug!(
-                    backend = %self.label,
-                    name = %self.name,
-                    "release found no row of ours: expired and taken over, or removed"
-                );
-                Err(LockError::not_held(
-                    &self.name,
-                    &self.label,
-                    "the lease expired and the row was taken over or removed",
-                ))
-            }
-            (_, _) => {
-                tracing::debug!(backend = %self.label, name = %self.name, "row deleted; waking this process's waiters");
-                LocalQueue::wake(&self.queue_key);
-                Ok(())
-            }
-        }
     }
 }
