@@ -85,22 +85,28 @@ async fn each_handoff_wakes_only_the_next_participant() {
     let group = unique("latch-herd");
     let opts = AcquireOptions::new().wait(Duration::from_secs(60));
     let n = 20;
-    let mut all = Vec::new();
-    for i in 0..n {
+    // The first participant leads before the others campaign: campaigns are spawned tasks,
+    // and the first also creates the group's directory (a write ZooKeeper must fsync), so a
+    // participant started 20 ms after it could create its node first on a machine whose disk
+    // is busy (seen in a CI-style run: ZooKeeper's log had p1 at sequence 0, p0 at 1).
+    let l: Arc<dyn DistributedLock> = shared.clone();
+    let mut all = vec![lock_core::elect_with(l, &group, "p0", &opts).unwrap()];
+    all[0].await_leadership().await.unwrap();
+    for i in 1..n {
         let l: Arc<dyn DistributedLock> = shared.clone();
         all.push(lock_core::elect_with(l, &group, &format!("p{i}"), &opts).unwrap());
-        // Campaign in order, so the first participant leads.
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    all[0].await_leadership().await.unwrap();
+    let leading = |all: &[lock_core::Leadership]| all.iter().position(|p| p.is_leader());
     tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(all[0].is_leader(), "the first participant stopped leading");
     assert_eq!(shared.watch_events(), 0, "participants woken while one led");
     let mut last = 0;
     while !all.is_empty() {
         // Whoever leads next (bounded: 30 s per handoff).
         let mut idx = None;
         for _ in 0..3000 {
-            idx = all.iter().position(|p| p.is_leader());
+            idx = leading(&all);
             if idx.is_some() {
                 break;
             }
