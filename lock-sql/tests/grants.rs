@@ -307,23 +307,30 @@ async fn a_release_grants_the_next_waiter_of_its_process_without_a_place() {
 
 /// A waiter of the releasing process that stops waiting — its wait runs out, or its acquire
 /// is dropped — just as the release grants it the lock gives the grant back at once: the lock
-/// never sits with nobody for the grant's lease (3 s). Each round aims the release at the
-/// moment the waiter stands next without a place yet and stops (a spread of offsets around
-/// it: a waiter with a place is granted there, and its departure gives it back); whatever the waiter ends with,
-/// the lock is either its guard's or free again within half a second.
+/// never sits with nobody for the grant's lease (3 s). Each round aims the release at a
+/// moment near the waiter's start, while it stands next without a place yet (a waiter with a
+/// place is granted there, and its departure gives it back); whatever the waiter ends with,
+/// the lock is either its guard's or free again well before the grant's lease would run out.
+/// Rounds in which the stopped waiter had been granted the lock (the name's token moved past
+/// the holder's) are counted: the race is reached, not only its two ends.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_next_waiter_that_stops_as_it_is_granted_gives_the_lock_back() {
     let url = postgres_url();
     let admin = connect_or_explain(&url).await;
+    let t = admin.config().table.clone();
     let (holder, waiter) = (process("stop").await, process("stop").await);
     let hold = AcquireOptions::new().wait(Duration::from_secs(5));
     // The wait runs out right after the first try; a dropped acquire goes a millisecond in.
     let (wait_for, drop_after) = (Duration::from_micros(1), Duration::from_millis(1));
-    let (mut served, mut stopped) = (0, 0);
-    for round in 0..100u64 {
+    // Shorter than the grant's 3 s lease, so a grant not given back cannot pass.
+    let freed_within = Duration::from_secs(2);
+    let (mut served, mut stopped, mut granted_then_stopped) = (0, 0, 0);
+    for round in 0..200u32 {
         let name = fresh("stop");
         let held = holder.acquire(&name, &hold).await.unwrap();
+        let held_token = held.fencing_token() as i64;
         let dropped = round % 2 == 1;
+        let start = Instant::now();
         let task = tokio::spawn({
             let (waiter, name) = (Arc::clone(&waiter), name.clone());
             async move {
@@ -336,13 +343,20 @@ async fn a_next_waiter_that_stops_as_it_is_granted_gives_the_lock_back() {
                         .map(Result::unwrap)
                 } else {
                     let short = AcquireOptions::new().wait(wait_for);
-                    waiter.try_acquire(&name, &short).await.unwrap()
+                    match waiter.acquire(&name, &short).await {
+                        Ok(g) => Some(g),
+                        Err(LockError::Timeout { .. }) => None,
+                        Err(e) => panic!("round {round}: {e}"),
+                    }
                 }
             }
         });
-        // From the waiter's start to 2.5 ms on, 50 µs apart: the waiter stands next from its
-        // start, before it has a place.
-        tokio::time::sleep(Duration::from_micros(50 * (round / 2))).await;
+        // From the waiter's start to 1 ms on, 10 µs apart (the timer counts whole
+        // milliseconds: a bounded spin instead).
+        let at = start + Duration::from_micros(10 * u64::from(round / 2));
+        while Instant::now() < at {
+            tokio::task::yield_now().await;
+        }
         held.release().await.unwrap();
         match tokio::time::timeout(Duration::from_secs(5), task)
             .await
@@ -358,7 +372,7 @@ async fn a_next_waiter_that_stops_as_it_is_granted_gives_the_lock_back() {
             None => {
                 stopped += 1;
                 assert!(
-                    within(Duration::from_millis(500), || async {
+                    within(freed_within, || async {
                         !admin.inspect(&name).await.unwrap().held
                     })
                     .await,
@@ -366,11 +380,21 @@ async fn a_next_waiter_that_stops_as_it_is_granted_gives_the_lock_back() {
                      still held: {:?}",
                     admin.inspect(&name).await.unwrap()
                 );
+                let fence: i64 = sqlx::query_scalar(AssertSqlSafe(format!(
+                    "SELECT fence FROM {t}_fences WHERE name = $1"
+                )))
+                .bind(&name)
+                .fetch_one(admin.pool())
+                .await
+                .unwrap();
+                if fence > held_token {
+                    granted_then_stopped += 1;
+                }
             }
         }
         // A dropped acquire leaves its place in the background.
         assert!(
-            within(Duration::from_millis(500), || async {
+            within(freed_within, || async {
                 queued(&admin, &name).await.is_empty()
             })
             .await,
@@ -378,17 +402,18 @@ async fn a_next_waiter_that_stops_as_it_is_granted_gives_the_lock_back() {
             queued(&admin, &name).await
         );
     }
-    // Both ends were reached (else the rounds missed the race entirely).
+    println!("served {served}, stopped {stopped}, granted then stopped {granted_then_stopped}");
     assert!(
-        served > 0 && stopped > 0,
-        "served {served}, stopped {stopped}"
+        granted_then_stopped > 0,
+        "no round granted the lock to a waiter that then stopped (served {served}, stopped \
+         {stopped}): the rounds missed the race"
     );
 }
 
 /// However a PostgreSQL row guard came to be — a take of its own, a grant to its place by
 /// another process's release, a grant to its process's next waiter — the validity it claims
-/// never outlasts the row's lease in the database (read before the guard is asked; the
-/// database keeps whole milliseconds).
+/// never outlasts the row's lease in the database (the guard asked first, the database right
+/// after; it keeps whole milliseconds).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_guards_validity_never_outlasts_its_row() {
     let url = postgres_url();
@@ -399,11 +424,15 @@ async fn a_guards_validity_never_outlasts_its_row() {
     let check = |how: &'static str, name: String, g: LockGuard| {
         let admin = &admin;
         async move {
-            let left = admin.inspect(&name).await.unwrap().expires_in.unwrap();
+            // The guard's claim first: a renewal between the two reads can only make the row's
+            // lease longer than the claim (the claim ages by the read's time meanwhile).
+            let asked = Instant::now();
             let claimed = g.remaining_validity().unwrap();
+            let left = admin.inspect(&name).await.unwrap().expires_in.unwrap();
+            let aged = asked.elapsed();
             assert!(
-                claimed <= left + Duration::from_millis(1),
-                "{how}: the guard claims {claimed:?}, the row has {left:?}"
+                claimed <= left + aged + Duration::from_millis(1),
+                "{how}: the guard claims {claimed:?}, the row has {left:?} ({aged:?} later)"
             );
             g.release().await.unwrap();
         }
@@ -422,10 +451,17 @@ async fn a_guards_validity_never_outlasts_its_row() {
 
         let g = holder.acquire(&name, &opts).await.unwrap();
         let task = queue_up(&admin, &same_process, &name, &opts, 1).await;
+        let member = queued(&admin, &name).await.remove(0);
         // Its place gone: only standing next remains.
         forget_places(&admin, &name).await;
         g.release().await.unwrap();
         let g = served_within(task, Duration::from_secs(5), "the next waiter").await;
+        let owner = admin.inspect(&name).await.unwrap().owner;
+        assert_eq!(
+            owner.as_deref(),
+            Some(member.as_str()),
+            "not granted as the next in line"
+        );
         check("granted to the next waiter", name, g).await;
     }
 }

@@ -76,9 +76,6 @@ impl RowLease {
         }
     }
 
-    /// Takes the lock if the row is absent or expired and no live waiter is queued ahead of
-    /// `member`'s place (`None`: no place, so any live waiter is ahead; see
-    /// `statements/queue.rs`): `Some(token)` if we now hold it.
     /// The acquiring statement as `member`'s place (`None`: without one, every live place is
     /// ahead), bound for this lease's name and owner.
     fn acquire_query<'a>(&'a self, ttl: Duration, member: Option<&'a str>) -> SqlQuery<'a> {
@@ -99,6 +96,9 @@ impl RowLease {
         }
     }
 
+    /// Takes the lock if the row is absent or expired and no live waiter is queued ahead of
+    /// `member`'s place (`None`: no place, so any live waiter is ahead; see
+    /// `statements/queue.rs`): `Some(token)` if we now hold it.
     pub(super) async fn take(
         &self,
         ttl: Duration,
