@@ -88,6 +88,24 @@ async fn forget_places(admin: &SqlLock, name: &str) {
     .unwrap();
 }
 
+/// `waiter` (a client of the holder's process) queues for `name`; its place is then deleted
+/// (as if its join had not landed yet), so only its standing as the process's next in line
+/// remains when `held` is released. Returns the guard it is served and its queue member.
+async fn granted_as_next_in_line(
+    admin: &SqlLock,
+    held: LockGuard,
+    waiter: &Arc<SqlLock>,
+    name: &str,
+    opts: &AcquireOptions,
+) -> (LockGuard, String) {
+    let task = queue_up(admin, waiter, name, opts, 1).await;
+    let member = queued(admin, name).await.remove(0);
+    forget_places(admin, name).await;
+    held.release().await.unwrap();
+    let g = served_within(task, Duration::from_secs(5), "the next waiter").await;
+    (g, member)
+}
+
 /// The guard a waiter's task ends with, within `limit`.
 async fn served_within(
     task: JoinHandle<Result<LockGuard, LockError>>,
@@ -288,12 +306,7 @@ async fn a_release_grants_the_next_waiter_of_its_process_without_a_place() {
     // Two clients of one URL: one process's in-process queue and listener.
     let (holder, waiter) = (process("one").await, process("one").await);
     let held = holder.acquire(&name, &wait).await.unwrap();
-    let task = queue_up(&admin, &waiter, &name, &wait, 1).await;
-    let member = queued(&admin, &name).await.remove(0);
-    // Its place gone (as if its join had not landed yet): only standing next remains.
-    forget_places(&admin, &name).await;
-    held.release().await.unwrap();
-    let g = served_within(task, Duration::from_secs(5), "the next waiter").await;
+    let (g, member) = granted_as_next_in_line(&admin, held, &waiter, &name, &wait).await;
     let info = admin.inspect(&name).await.unwrap();
     assert_eq!(
         info.owner.as_deref(),
@@ -449,13 +462,8 @@ async fn a_guards_validity_never_outlasts_its_row() {
         let g = served_within(task, Duration::from_secs(5), "the head").await;
         check("granted to a place", name.clone(), g).await;
 
-        let g = holder.acquire(&name, &opts).await.unwrap();
-        let task = queue_up(&admin, &same_process, &name, &opts, 1).await;
-        let member = queued(&admin, &name).await.remove(0);
-        // Its place gone: only standing next remains.
-        forget_places(&admin, &name).await;
-        g.release().await.unwrap();
-        let g = served_within(task, Duration::from_secs(5), "the next waiter").await;
+        let held = holder.acquire(&name, &opts).await.unwrap();
+        let (g, member) = granted_as_next_in_line(&admin, held, &same_process, &name, &opts).await;
         let owner = admin.inspect(&name).await.unwrap().owner;
         assert_eq!(
             owner.as_deref(),
