@@ -197,6 +197,8 @@ pub(crate) async fn acquire<R: Rounds>(
     // Releases that handed us the lock on a quorum of nodes: its fencing token, and when the
     // round that last refreshed our queue places started.
     let mut granted: Option<(u64, Instant)> = None;
+    // The wake-ups without a grant that had reached us when the last round was sent.
+    let mut plain_before_round = 0;
     loop {
         let (started, outcome) = if let Some((fence, refreshed)) = granted.take() {
             (
@@ -204,6 +206,9 @@ pub(crate) async fn acquire<R: Rounds>(
                 direct_grant(fence, opts, R::validity(WAITER_TTL)),
             )
         } else {
+            // Read before the round is sent: a wake-up that comes while the round is out is
+            // news the round may not have seen (see `gather_grants`).
+            plain_before_round = waits.as_deref().map_or(0, plain_wakeups);
             let started = Instant::now();
             let outcome = match rounds.round(&bid).await {
                 Err(e @ LockError::Unavailable { .. }) if !try_only => {
@@ -280,7 +285,6 @@ pub(crate) async fn acquire<R: Rounds>(
                     );
                     continue;
                 };
-                let plain_after_round = plain_wakeups(waits);
                 let until_expiry = if pttl_ms >= 0 {
                     Duration::from_millis(pttl_ms as u64) + random_up_to(Duration::from_millis(3))
                 } else {
@@ -302,7 +306,7 @@ pub(crate) async fn acquire<R: Rounds>(
                     _ = deadline.sleep(nap) => {}
                 }
                 // Handed the lock by the releases that woke us: no round needed.
-                let grants = gather_grants(waits, &seen, plain_after_round, rounds.quorum()).await;
+                let grants = gather_grants(waits, &seen, plain_before_round, rounds.quorum()).await;
                 if let Some(fences) = one_release(&grants, rounds.quorum()) {
                     granted = rounds
                         .settle_grants(&bid, &fences)
@@ -327,8 +331,11 @@ const GRANT_GATHER: Duration = Duration::from_millis(50);
 /// at least [`WAITER_TTL`] from the round's start. An older grant (one that landed while the
 /// round was on its way, and lapsed or was taken back) is dropped. Once some nodes granted in
 /// one release and fewer than `quorum`, the others' messages are awaited for up to
-/// [`GRANT_GATHER`] — unless a wake-up without a grant came since the round
-/// (`plain_after_round`: [`plain_wakeups`] when it returned): a node then says the lock is free
+/// [`GRANT_GATHER`] — unless a wake-up without a grant came since the round was sent
+/// (`plain_before_round`: [`plain_wakeups`] then; read when the round returned instead, one
+/// that came while the round was out counted as old, and a head beside a master freed during
+/// its round and two grants waited the full gather, `tests/redlock_grant.rs`): a node then says
+/// the lock is free
 /// there with us at the head, so a round now takes it (with the nodes that granted us) rather
 /// than waiting for grants the release may never send (it granted us only where we were
 /// queued; where it found nobody queued it freed the lock and woke everyone, and another
@@ -341,7 +348,7 @@ const GRANT_GATHER: Duration = Duration::from_millis(50);
 async fn gather_grants(
     waits: &[Waiting],
     seen: &[u64],
-    plain_after_round: u64,
+    plain_before_round: u64,
     quorum: usize,
 ) -> Vec<Option<Grant>> {
     let mut grants = vec![None; waits.len()];
@@ -378,7 +385,7 @@ async fn gather_grants(
         && !stop
         && reachable(&grants, have)
         && Instant::now() < until
-        && plain_wakeups(waits) == plain_after_round
+        && plain_wakeups(waits) == plain_before_round
     {
         let woken =
             futures::future::select_all(waits.iter().map(|w| Box::pin(w.wake.notify.notified())));

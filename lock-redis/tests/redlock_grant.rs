@@ -172,3 +172,120 @@ async fn a_waiter_does_not_spin_beside_a_holder_on_a_bare_quorum() {
     assert!(g.fencing_token() > token);
     g.release().await.unwrap();
 }
+
+/// A head whose round is slow on one master, and during which another master turns free with
+/// the head first in line (a wake-up without a grant, as another client's failed round undoing
+/// itself there sends) and two masters grant it the lock (a release that reached only them),
+/// runs its next round as soon as its round returns: the free master and the two grants are a
+/// quorum a round takes at once. A wake-up that came while the round was out is news — it was
+/// counted as old when the count was read after the round returned, and the head then waited
+/// the full 50 ms for grants from the other masters that never came (the 2-process wait tail
+/// of `docs/bench/speed-breakdown.md`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wake_up_during_the_round_ends_the_wait_for_more_grants() {
+    let url = redlock_url();
+    let masters = ports(&url);
+    let (head, proxies) = proxied(&url).await;
+    let name = unique("redlock-wake-in-round");
+    let (fence_key, queue_key) = (aux_key(&name, "fence"), aux_key(&name, "queue"));
+    let channel = format!("distlock:released:{name}");
+    let mut conns = Vec::new();
+    for &p in &masters {
+        conns.push(raw(p).await);
+    }
+    // A ghost holds the lock on every master for 10 s, its fencing counter at 100.
+    for c in &mut conns {
+        hold_as(c, &name, "ghost", 10_000, 100).await;
+    }
+    let opts = AcquireOptions::new()
+        .ttl(Duration::from_secs(10))
+        .wait(Duration::from_secs(10));
+    let task = queued(&head, &name, opts).await;
+    let member: Vec<String> = redis::cmd("ZRANGE")
+        .arg(&queue_key)
+        .arg(0)
+        .arg(0)
+        .query_async(&mut conns[0])
+        .await
+        .unwrap();
+    let member = member.into_iter().next().expect("the head is not queued");
+    // The head's next heartbeat round reaches master 5 only 25 ms late; the others answer at
+    // once that the ghost holds the lock.
+    proxies[4].set_upward_latency(Duration::from_millis(25));
+    after_a_heartbeat(&proxies[..4]).await;
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    // While the round waits for master 5: master 1 turns free with the head first in line, and
+    // masters 2 and 3 grant the head the lock (one release: one id, tokens above the counter
+    // the round saw there).
+    let _: () = redis::pipe()
+        .cmd("DEL")
+        .arg(&name)
+        .ignore()
+        .cmd("PUBLISH")
+        .arg(&channel)
+        .arg(&member)
+        .ignore()
+        .query_async(&mut conns[0])
+        .await
+        .unwrap();
+    for c in &mut conns[1..3] {
+        hold_as(c, &name, &member, 2_500, 101).await;
+        let _: i64 = redis::cmd("PUBLISH")
+            .arg(&channel)
+            .arg(format!("{member}\t101\t777"))
+            .query_async(c)
+            .await
+            .unwrap();
+    }
+    let wrote = Instant::now();
+    // The round already sent to master 5 keeps its delay; the next one does not.
+    proxies[4].heal();
+    let g = tokio::time::timeout(Duration::from_secs(5), task)
+        .await
+        .expect("the head never held")
+        .unwrap();
+    let took = wrote.elapsed();
+    assert!(
+        took < Duration::from_millis(50),
+        "the head held {took:?} after a master turned free and two granted it during its round \
+         (a round right after it returns holds within ~25 ms; waiting for more grants, 65 ms \
+         or more)"
+    );
+    assert!(g.fencing_token() > 101);
+    g.release().await.unwrap();
+    for c in &mut conns {
+        let _: i64 = redis::cmd("DEL")
+            .arg(&name)
+            .arg(&fence_key)
+            .arg(&queue_key)
+            .arg(aux_key(&name, "qexp"))
+            .query_async(c)
+            .await
+            .unwrap();
+    }
+}
+
+/// Makes `holder` hold `lock` on the server behind `c` for `px` ms, its fencing counter at
+/// `counter`, as a grant or another client's acquisition would leave them.
+async fn hold_as(
+    c: &mut redis::aio::MultiplexedConnection,
+    lock: &str,
+    holder: &str,
+    px: u64,
+    counter: u64,
+) {
+    let _: () = redis::pipe()
+        .cmd("SET")
+        .arg(lock)
+        .arg(holder)
+        .arg("PX")
+        .arg(px)
+        .ignore()
+        .cmd("SET")
+        .arg(aux_key(lock, "fence"))
+        .arg(counter)
+        .ignore()
+        .query_async(c)
+        .await
+        .unwrap();
+}

@@ -61,9 +61,17 @@ pub async fn connect_or_explain(url: &str) -> Arc<dyn DistributedLock> {
     }
 }
 
+/// A plain connection to the server at `port` for a test's own setup and checks, answering
+/// within 5 s (the client's default, 500 ms, is short for two busy cores running two suites:
+/// a test's cleanup `DEL` once failed under such load, most likely on it).
 pub async fn raw(port: u16) -> redis::aio::MultiplexedConnection {
     let client = redis::Client::open(format!("redis://127.0.0.1:{port}")).unwrap();
-    match client.get_multiplexed_async_connection().await {
+    let config = redis::AsyncConnectionConfig::new()
+        .set_response_timeout(Some(std::time::Duration::from_secs(5)));
+    match client
+        .get_multiplexed_async_connection_with_config(&config)
+        .await
+    {
         Ok(c) => c,
         Err(e) => panic!("cannot reach redis on {port}: {e}\nstart the test stores with `scripts/services.sh up`"),
     }
