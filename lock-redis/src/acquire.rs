@@ -329,22 +329,31 @@ const GRANT_GATHER: Duration = Duration::from_millis(50);
 /// drawn after the round ran counts (its token is above the counter the round saw there,
 /// `seen`): the round refreshed our place, so the grant's lease — the rest of the place — lasts
 /// at least [`WAITER_TTL`] from the round's start. An older grant (one that landed while the
-/// round was on its way, and lapsed or was taken back) is dropped. Once some nodes granted in
-/// one release and fewer than `quorum`, the others' messages are awaited for up to
-/// [`GRANT_GATHER`] — unless a wake-up without a grant came since the round was sent
-/// (`plain_before_round`: [`plain_wakeups`] then; read when the round returned instead, one
-/// that came while the round was out counted as old, and a head beside a master freed during
-/// its round and two grants waited the full gather, `tests/redlock_grant.rs`): a node then says
-/// the lock is free
-/// there with us at the head, so a round now takes it (with the nodes that granted us) rather
-/// than waiting for grants the release may never send (it granted us only where we were
-/// queued; where it found nobody queued it freed the lock and woke everyone, and another
-/// client's failed round undoing itself there wakes the head), and unless a grant came that
-/// cannot be counted (a node our round undid grants us: the key there may be ours, but its
-/// counter is unknown; seen in the same benchmark as a head holding a quorum of masters
-/// unknowingly for 50 ms while the other process waited), and only while the nodes that listed
-/// us can still make a quorum (the round's undone nodes were freed by the undo itself and send
-/// no grant: seen there as a head gathering 50 ms beside two free masters).
+/// round was on its way, and lapsed or was taken back) is dropped.
+///
+/// Once some nodes granted in one release and fewer than `quorum`, the others' messages are
+/// awaited for up to [`GRANT_GATHER`], unless a round is known to do better now
+/// (`tests/redlock_grant.rs` has a test for each):
+/// * a wake-up without a grant came since the round was sent (`plain_before_round`:
+///   [`plain_wakeups`] then): a node says the lock is free there with us at the head, so a
+///   round takes it (with the nodes that granted us) rather than waiting for grants the
+///   release may never send (it granted us only where we were queued; where it found nobody
+///   queued it freed the lock and woke everyone, and another client's failed round undoing
+///   itself there wakes the head). Read when the round returned instead, one that came while
+///   the round was out counted as old, and a head beside a master freed during its round and
+///   two grants waited the full gather;
+/// * the counted grants of all releases together reach a quorum (an earlier release granted us
+///   on some nodes, a later holder's release on others, and found the first ones' keys ours
+///   and left them): the key on each of them holds our token, so a round wins them all, while
+///   grants of different releases never make the lock by themselves (a token drawn before a
+///   later holder's could be below it). Seen in the benchmark as a head four masters had
+///   granted running its next round ~50 ms later;
+/// * a grant came that cannot be counted (a node our round undid grants us: the key there may
+///   be ours, but its counter is unknown; seen in the same benchmark as a head holding a
+///   quorum of masters unknowingly for 50 ms while the other process waited);
+/// * the nodes that listed us can no longer make a quorum (the round's undone nodes were freed
+///   by the undo itself and send no grant: seen there as a head gathering 50 ms beside two
+///   free masters).
 async fn gather_grants(
     waits: &[Waiting],
     seen: &[u64],
@@ -366,7 +375,11 @@ async fn gather_grants(
                 None => {}
             }
         }
-        (largest_release(grants).map_or(0, |(_, n)| n), uncounted)
+        let all_releases = grants.iter().flatten().count();
+        (
+            largest_release(grants).map_or(0, |(_, n)| n),
+            uncounted || all_releases >= quorum,
+        )
     };
     // Only a node where the round found the lock held (it listed us there, `seen` known) can
     // still grant us in this release; nodes it won and undid, or that did not answer, cannot.
