@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::join_all;
+use futures::FutureExt;
 use lock_core::backend::wait::random_up_to;
 use lock_core::backend::{CleanupOnDrop, Deadline, GuardParts};
 use lock_core::{AcquireOptions, LockError, LockGuard};
@@ -197,8 +198,8 @@ pub(crate) async fn acquire<R: Rounds>(
     // Releases that handed us the lock on a quorum of nodes: its fencing token, and when the
     // round that last refreshed our queue places started.
     let mut granted: Option<(u64, Instant)> = None;
-    // The wake-ups without a grant that had reached us when the last round was sent.
-    let mut plain_before_round = 0;
+    // Per node, the wake-ups without a grant that had reached us when the last round was sent.
+    let mut plain_before_round = Vec::new();
     loop {
         let (started, outcome) = if let Some((fence, refreshed)) = granted.take() {
             (
@@ -207,8 +208,9 @@ pub(crate) async fn acquire<R: Rounds>(
             )
         } else {
             // Read before the round is sent: a wake-up that comes while the round is out is
-            // news the round may not have seen (see `gather_grants`).
-            plain_before_round = waits.as_deref().map_or(0, plain_wakeups);
+            // news the round may not have seen (see `gather_grants`); whatever came before, the
+            // round sees for itself.
+            plain_before_round = waits.as_deref().map_or_else(Vec::new, before_a_round);
             let started = Instant::now();
             let outcome = match rounds.round(&bid).await {
                 Err(e @ LockError::Unavailable { .. }) if !try_only => {
@@ -306,7 +308,8 @@ pub(crate) async fn acquire<R: Rounds>(
                     _ = deadline.sleep(nap) => {}
                 }
                 // Handed the lock by the releases that woke us: no round needed.
-                let grants = gather_grants(waits, &seen, plain_before_round, rounds.quorum()).await;
+                let grants =
+                    gather_grants(waits, &seen, &plain_before_round, rounds.quorum()).await;
                 if let Some(fences) = one_release(&grants, rounds.quorum()) {
                     granted = rounds
                         .settle_grants(&bid, &fences)
@@ -321,9 +324,25 @@ pub(crate) async fn acquire<R: Rounds>(
 /// How long a waiter that some nodes granted the lock waits for the other grants of the same
 /// release before it runs a round of its own (Redlock: the releaser sends to every master at
 /// once, so their messages arrive close together — within a few ms on a quiet machine, but a
-/// clean-clone test run on two busy cores once spread them past 5 ms). The wait ends as soon
-/// as a quorum of grants is in; it runs out only when fewer ever come.
+/// clean-clone test run on two busy cores once spread them past 5 ms). The wait ends early
+/// when a quorum of grants is in, or a round is known to win (see [`gather_grants`]); it runs
+/// out only when neither comes.
 const GRANT_GATHER: Duration = Duration::from_millis(50);
+
+/// Clears what reached `waits` before a round is sent — a stored wake-up (else it would end the
+/// nap after the round at once, a round more for each) and a grant (the round takes a key
+/// that holds our token, or undoes it) — and returns, per node, the count of wake-ups without
+/// a grant so far: one counted after it came while the round was out.
+fn before_a_round(waits: &[Waiting]) -> Vec<u64> {
+    waits
+        .iter()
+        .map(|w| {
+            let _ = w.wake.notify.notified().now_or_never();
+            let _ = w.wake.take_grant();
+            w.wake.plain_wakeups()
+        })
+        .collect()
+}
 
 /// Per node, the grant a release handed us there since our last round, if any. Only a grant
 /// drawn after the round ran counts (its token is above the counter the round saw there,
@@ -332,32 +351,30 @@ const GRANT_GATHER: Duration = Duration::from_millis(50);
 /// round was on its way, and lapsed or was taken back) is dropped.
 ///
 /// Once some nodes granted in one release and fewer than `quorum`, the others' messages are
-/// awaited for up to [`GRANT_GATHER`], unless a round is known to do better now
-/// (`tests/redlock_grant.rs` has a test for each):
-/// * a wake-up without a grant came since the round was sent (`plain_before_round`:
-///   [`plain_wakeups`] then): a node says the lock is free there with us at the head, so a
-///   round takes it (with the nodes that granted us) rather than waiting for grants the
-///   release may never send (it granted us only where we were queued; where it found nobody
-///   queued it freed the lock and woke everyone, and another client's failed round undoing
-///   itself there wakes the head). Read when the round returned instead, one that came while
-///   the round was out counted as old, and a head beside a master freed during its round and
-///   two grants waited the full gather;
-/// * the counted grants of all releases together reach a quorum (an earlier release granted us
-///   on some nodes, a later holder's release on others, and found the first ones' keys ours
-///   and left them): the key on each of them holds our token, so a round wins them all, while
-///   grants of different releases never make the lock by themselves (a token drawn before a
-///   later holder's could be below it). Seen in the benchmark as a head four masters had
-///   granted running its next round ~50 ms later;
+/// awaited for up to [`GRANT_GATHER`], unless a round is known to win now, or the gather to
+/// fail:
+/// * the nodes whose keys hold our token and those that said the lock is free reach a quorum:
+///   the counted grants of every release (an earlier release granted us on some nodes, a later
+///   holder's release on others and found the first ones' keys ours and left them; grants of
+///   different releases never make the lock by themselves, since a token drawn before a later
+///   holder's could be below it) and the nodes without a grant that woke us without one since
+///   the round was sent (`plain_before_round`, per node: a message naming us, or an empty one,
+///   says the lock is free there with nobody ahead of us). A wake-up that came while the round
+///   was out counts: the round may not have seen it. Tests in `tests/redlock_grant.rs`; seen in
+///   the benchmark as a head four masters had granted running its next round ~50 ms later;
 /// * a grant came that cannot be counted (a node our round undid grants us: the key there may
 ///   be ours, but its counter is unknown; seen in the same benchmark as a head holding a
 ///   quorum of masters unknowingly for 50 ms while the other process waited);
-/// * the nodes that listed us can no longer make a quorum (the round's undone nodes were freed
-///   by the undo itself and send no grant: seen there as a head gathering 50 ms beside two
-///   free masters).
+/// * the nodes that listed us can no longer make a quorum of this release (the round's undone
+///   nodes were freed by the undo itself and send no grant: seen there as a head gathering
+///   50 ms beside two free masters).
+///
+/// A wake-up without a grant that makes no quorum with the grants does not end the gather: a
+/// round then would win too few nodes and undo the grants it has.
 async fn gather_grants(
     waits: &[Waiting],
     seen: &[u64],
-    plain_before_round: u64,
+    plain_before_round: &[u64],
     quorum: usize,
 ) -> Vec<Option<Grant>> {
     let mut grants = vec![None; waits.len()];
@@ -366,6 +383,8 @@ async fn gather_grants(
     // at or below a counter the round did see was drawn before the round looked, when the key
     // was not ours: void, and no reason to stop.)
     let mut uncounted = false;
+    // The grants of the release with the most; and whether a round is known to win now (see
+    // above) or a grant came that cannot be counted.
     let mut take = |grants: &mut Vec<Option<Grant>>| {
         for ((g, w), &s) in grants.iter_mut().zip(waits).zip(seen) {
             match w.wake.take_grant() {
@@ -375,10 +394,16 @@ async fn gather_grants(
                 None => {}
             }
         }
-        let all_releases = grants.iter().flatten().count();
+        let ours = grants.iter().flatten().count();
+        let free = grants
+            .iter()
+            .zip(waits)
+            .zip(plain_before_round)
+            .filter(|((g, w), &before)| g.is_none() && w.wake.plain_wakeups() > before)
+            .count();
         (
             largest_release(grants).map_or(0, |(_, n)| n),
-            uncounted || all_releases >= quorum,
+            uncounted || ours + free >= quorum,
         )
     };
     // Only a node where the round found the lock held (it listed us there, `seen` known) can
@@ -393,13 +418,7 @@ async fn gather_grants(
     };
     let (mut have, mut stop) = take(&mut grants);
     let until = Instant::now() + GRANT_GATHER;
-    while have > 0
-        && have < quorum
-        && !stop
-        && reachable(&grants, have)
-        && Instant::now() < until
-        && plain_wakeups(waits) == plain_before_round
-    {
+    while have > 0 && have < quorum && !stop && reachable(&grants, have) && Instant::now() < until {
         let woken =
             futures::future::select_all(waits.iter().map(|w| Box::pin(w.wake.notify.notified())));
         tokio::select! {
@@ -409,11 +428,6 @@ async fn gather_grants(
         (have, stop) = take(&mut grants);
     }
     grants
-}
-
-/// How many wake-ups without a grant reached these waits so far (all nodes).
-fn plain_wakeups(waits: &[Waiting]) -> u64 {
-    waits.iter().map(|w| w.wake.plain_wakeups()).sum()
 }
 
 /// The release that granted us on the most nodes, and on how many.
