@@ -78,6 +78,12 @@ pub(crate) trait Rounds: Sync {
     /// lag (a test hook; zero in use).
     fn clock_lag(&self) -> Option<Duration>;
 
+    /// How long a waiter that fewer nodes than a quorum granted waits for the rest of the
+    /// release's grants ([`GRANT_GATHER`]; a single node never waits: one grant is a quorum).
+    fn grant_gather(&self) -> Duration {
+        GRANT_GATHER
+    }
+
     /// The fencing token of a lock that releases handed us (`grants[i]`: the token node `i`
     /// granted, each drawn after our last round), once a quorum of nodes is known to store it
     /// (Redlock writes it back where the grants differ); `None` when the grants are no quorum
@@ -308,8 +314,14 @@ pub(crate) async fn acquire<R: Rounds>(
                     _ = deadline.sleep(nap) => {}
                 }
                 // Handed the lock by the releases that woke us: no round needed.
-                let grants =
-                    gather_grants(waits, &seen, &plain_before_round, rounds.quorum()).await;
+                let grants = gather_grants(
+                    waits,
+                    &seen,
+                    &plain_before_round,
+                    rounds.quorum(),
+                    rounds.grant_gather(),
+                )
+                .await;
                 if let Some(fences) = one_release(&grants, rounds.quorum()) {
                     granted = rounds
                         .settle_grants(&bid, &fences)
@@ -327,7 +339,7 @@ pub(crate) async fn acquire<R: Rounds>(
 /// clean-clone test run on two busy cores once spread them past 5 ms). The wait ends early
 /// when a quorum of grants is in, or a round is known to win (see [`gather_grants`]); it runs
 /// out only when neither comes.
-const GRANT_GATHER: Duration = Duration::from_millis(50);
+pub(crate) const GRANT_GATHER: Duration = Duration::from_millis(50);
 
 /// Clears what reached `waits` before a round is sent — a stored wake-up (else it would end the
 /// nap after the round at once, a round more for each) and a grant (the round takes a key
@@ -351,7 +363,7 @@ fn before_a_round(waits: &[Waiting]) -> Vec<u64> {
 /// round was on its way, and lapsed or was taken back) is dropped.
 ///
 /// Once some nodes granted in one release and fewer than `quorum`, the others' messages are
-/// awaited for up to [`GRANT_GATHER`], unless a round is known to win now, or the gather to
+/// awaited for up to `gather` ([`GRANT_GATHER`]), unless a round is known to win now, or the gather to
 /// fail:
 /// * the nodes whose keys hold our token and those that said the lock is free reach a quorum:
 ///   the counted grants of every release (an earlier release granted us on some nodes, a later
@@ -376,6 +388,7 @@ async fn gather_grants(
     seen: &[u64],
     plain_before_round: &[u64],
     quorum: usize,
+    gather: Duration,
 ) -> Vec<Option<Grant>> {
     let mut grants = vec![None; waits.len()];
     // Whether a grant came that cannot be counted from a node our round undid (its counter
@@ -417,7 +430,7 @@ async fn gather_grants(
             >= quorum
     };
     let (mut have, mut stop) = take(&mut grants);
-    let until = Instant::now() + GRANT_GATHER;
+    let until = Instant::now() + gather;
     while have > 0 && have < quorum && !stop && reachable(&grants, have) && Instant::now() < until {
         let woken =
             futures::future::select_all(waits.iter().map(|w| Box::pin(w.wake.notify.notified())));

@@ -53,6 +53,10 @@ pub struct TestHooks {
     pub owner_token: Option<String>,
     /// This client's clock (Redlock token floor and queue score) runs this far behind.
     pub clock_behind: std::time::Duration,
+    /// How long a Redlock waiter some masters granted waits for the rest of the release's
+    /// grants (`None`: the built-in 50 ms), so a test can tell a wait that ran out from one
+    /// that ended early by far more than a loaded machine's stalls.
+    pub grant_gather: Option<std::time::Duration>,
 }
 
 /// Everything a Redis lock client needs. `Debug` never shows the password.

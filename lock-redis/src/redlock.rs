@@ -40,7 +40,7 @@ use lock_core::LockError;
 use tokio::time::Instant;
 
 use self::fence::{write_back, Fence};
-use crate::acquire::{Bid, Round, Rounds};
+use crate::acquire::{Bid, Round, Rounds, GRANT_GATHER};
 use crate::clock;
 use crate::config::RedisConfig;
 use crate::keys::Keys;
@@ -60,6 +60,9 @@ pub(crate) struct Redlock {
     timeout: Duration,
     /// Test hook: this client's clock runs this far behind.
     clock_behind: Duration,
+    /// How long a waiter some masters granted waits for the rest (`acquire::GRANT_GATHER`
+    /// unless a test hook says otherwise).
+    grant_gather: Duration,
     label: String,
 }
 
@@ -107,6 +110,7 @@ impl Redlock {
             quorum: cfg.quorum(),
             timeout: cfg.timeout,
             clock_behind: cfg.test_hooks.clock_behind,
+            grant_gather: cfg.test_hooks.grant_gather.unwrap_or(GRANT_GATHER),
             label: label.to_owned(),
         })
     }
@@ -166,6 +170,11 @@ impl Rounds for Redlock {
     fn retry_pause(&self, ttl: Duration, failing_for: Duration) -> Option<Duration> {
         (failing_for < ttl / 2)
             .then(|| Duration::from_millis(20) + random_up_to(Duration::from_millis(80)))
+    }
+
+    /// The built-in gather, or a test hook's.
+    fn grant_gather(&self) -> Duration {
+        self.grant_gather
     }
 
     /// One reading of this client's clock floors the token every master grants.

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use lock_core::fault::FaultProxy;
 use lock_core::{AcquireOptions, DistributedLock, LockGuard};
+use lock_redis::{RedisConfig, RedisLock};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
@@ -15,6 +16,30 @@ use super::{connect_or_explain, ports, run, unique};
 /// A client of `url` (single or Redlock) whose connections to each server go through a proxy
 /// of its own; `query` is appended to the URL (e.g. `?timeout=20s`).
 pub async fn proxied_with(url: &str, query: &str) -> (Arc<dyn DistributedLock>, Vec<FaultProxy>) {
+    let (through, proxies) = proxies_for(url).await;
+    let lock = connect_or_explain(&format!("{through}{query}")).await;
+    (lock, proxies)
+}
+
+/// [`proxied`], with `hook` applied to the client's configuration (its test hooks).
+pub async fn proxied_with_hooks(
+    url: &str,
+    hook: impl FnOnce(&mut RedisConfig),
+) -> (Arc<dyn DistributedLock>, Vec<FaultProxy>) {
+    let (through, proxies) = proxies_for(url).await;
+    let mut cfg = RedisConfig::from_url(&through).unwrap();
+    hook(&mut cfg);
+    let lock = match RedisLock::connect(cfg).await {
+        Ok(l) => Arc::new(l),
+        Err(e) => {
+            panic!("cannot reach {url}: {e}\nstart the test stores with `scripts/services.sh up`")
+        }
+    };
+    (lock, proxies)
+}
+
+/// A proxy per server of `url`, and the URL that reaches the servers through them.
+async fn proxies_for(url: &str) -> (String, Vec<FaultProxy>) {
     let scheme = url.split("://").next().unwrap();
     let mut proxies = Vec::new();
     for port in ports(url) {
@@ -28,8 +53,7 @@ pub async fn proxied_with(url: &str, query: &str) -> (Arc<dyn DistributedLock>, 
         .iter()
         .map(|p| format!("127.0.0.1:{}", p.addr().port()))
         .collect();
-    let lock = connect_or_explain(&format!("{scheme}://{}{query}", hosts.join(","))).await;
-    (lock, proxies)
+    (format!("{scheme}://{}", hosts.join(",")), proxies)
 }
 
 /// [`proxied_with`] with the URL's defaults.
