@@ -363,8 +363,8 @@ fn before_a_round(waits: &[Waiting]) -> Vec<u64> {
 /// round was on its way, and lapsed or was taken back) is dropped.
 ///
 /// Once some nodes granted in one release and fewer than `quorum`, the others' messages are
-/// awaited for up to `gather` ([`GRANT_GATHER`]), unless a round is known to win now, or the gather to
-/// fail:
+/// awaited for up to `gather` ([`GRANT_GATHER`]), unless a round is known to win now, or the
+/// gather to fail:
 /// * the nodes whose keys hold our token and those that said the lock is free reach a quorum:
 ///   the counted grants of every release (an earlier release granted us on some nodes, a later
 ///   holder's release on others and found the first ones' keys ours and left them; grants of

@@ -275,8 +275,8 @@ const GATHER: Duration = Duration::from_secs(1);
 const EARLY: Duration = Duration::from_millis(400);
 
 /// A lock a ghost holds on every master for 10 s (its fencing counter at 100), a head queued
-/// behind it through a proxy per master (its grant gather [`GATHER`]), and plain connections to the masters to play the
-/// releases that wake and grant it.
+/// behind it through a proxy per master (its grant gather [`GATHER`]), and plain connections
+/// to the masters to play the releases that wake and grant it.
 struct Scene {
     name: String,
     channel: String,
