@@ -66,8 +66,7 @@ async fn draw_once(
     }
 }
 
-/// `token` as a fencing token of `name`: an error unless positive.
-pub(crate) fn positive(token: i64, label: &str, name: &str) -> Result<u64, LockError> {
+fn positive(token: i64, label: &str, name: &str) -> Result<u64, LockError> {
     match u64::try_from(token) {
         Ok(t) if t > 0 => Ok(t),
         _ => Err(LockError::backend(

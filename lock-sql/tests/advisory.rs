@@ -135,8 +135,7 @@ async fn released_connection_returns_to_the_pool_clean() {
         } else {
             (
                 "SELECT CAST(CONNECTION_ID() AS SIGNED)",
-                // The idle bound put back, and the batches' user variable cleared.
-                "SELECT CAST(@@SESSION.wait_timeout = @@GLOBAL.wait_timeout AND @distlock_granted IS NULL AS SIGNED)",
+                "SELECT CAST(@@SESSION.wait_timeout = @@GLOBAL.wait_timeout AS SIGNED)",
             )
         };
         let one = |sql: &'static str| {
@@ -255,121 +254,73 @@ async fn postgres_names_whose_keys_collide_stay_two_locks() {
     }
 }
 
-/// An uncontended acquisition is one round trip, and so is a release. PostgreSQL: one statement
-/// — the try, the token drawn only once the lock is held, and the idle bound together (it was
-/// four: the wait's bound, the lock, the token, the idle bound) — and a release the unlock with
-/// the session's settings put back (it was two). MySQL/MariaDB: one statement batch each
-/// (`GET_LOCK`, the token's `REPLACE` only once granted, the idle bound; `RELEASE_LOCK` and the
-/// settings put back: it was three round trips, then two). The token still rises above every
-/// earlier holder's. sqlx's ping as the connection goes back to the pool comes after a
-/// release, off the caller's path. Counted through a proxy on a one-connection pool, after a
-/// first cycle has prepared the statements (a connection used moments ago is not pinged).
+/// PostgreSQL: an uncontended acquisition is one statement — the try, the token drawn only once
+/// the lock is held, and the idle bound together (it was four: the wait's bound, the lock, the
+/// token, the idle bound) — and the token still rises above every earlier holder's. A release
+/// is one statement too: the unlock with the session's settings put back (it was two; sqlx's
+/// ping as the connection goes back to the pool comes after it, off the caller's path). Counted
+/// through a proxy on a one-connection pool, after a first cycle has prepared the statements
+/// (5 requests before: four statements and the pool's liveness ping, which a connection used
+/// moments ago now skips).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn uncontended_acquire_and_release_are_one_round_trip_each() {
-    for url in advisory_urls("") {
-        let (lock, proxy) = through_proxy(&format!("{url}&max_connections=1")).await;
-        let other = connect_or_explain(&url).await;
-        let name = format!("one-trip-{}", &lock_core::backend::owner_token()[..8]);
-        let mut last = 0;
-        let (mut fewest, mut fewest_release) = (u64::MAX, u64::MAX);
-        for cycle in 0..6 {
-            let before = proxy.chunks_sent();
-            let g = lock.acquire(&name, &wait_ms(2000)).await.unwrap();
-            if cycle > 0 {
-                // A request split over two reads counts twice: the fewest of five cycles counts.
-                fewest = fewest.min(proxy.chunks_sent() - before);
-            }
-            assert!(
-                g.fencing_token() > last,
-                "{url}: tokens {last} then {}",
-                g.fencing_token()
-            );
-            last = g.fencing_token();
-            assert!(
-                other
-                    .try_acquire(&name, &AcquireOptions::new())
-                    .await
-                    .unwrap()
-                    .is_none(),
-                "{url}: cycle {cycle}: the lock is not held after the one-trip acquire"
-            );
-            let before = proxy.chunks_sent();
-            g.release().await.unwrap();
-            release_settled(&proxy, before).await;
-            if cycle > 0 {
-                fewest_release = fewest_release.min(proxy.chunks_sent() - before);
-            }
-            // Another client's turn in between: the token stays ordered across clients.
-            let o = other.acquire(&name, &wait_ms(2000)).await.unwrap();
-            assert!(o.fencing_token() > last, "{url}");
-            last = o.fencing_token();
-            o.release().await.unwrap();
-        }
-        assert_eq!(
-            fewest, 1,
-            "{url}: an uncontended acquire sent {fewest} requests (one expected: a connection \
-             used moments ago is not pinged)"
-        );
-        assert_eq!(
-            fewest_release, 2,
-            "{url}: a release sent {fewest_release} requests (the unlock with the session's \
-             reset, and sqlx's ping as the connection goes back to the pool, expected)"
-        );
-    }
-}
-
-/// Waits until sqlx's ping as a released connection goes back to the pool was sent (from a
-/// task of its own, before or after the release returns; bounded: 1 s), so that every count
-/// has it, and a little longer for anything else the release would send.
-async fn release_settled(proxy: &lock_core::fault::FaultProxy, before: u64) {
-    let t = tokio::time::Instant::now();
-    while proxy.chunks_sent() - before < 2 && t.elapsed() < Duration::from_secs(1) {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    tokio::time::sleep(Duration::from_millis(20)).await;
-}
-
-/// MySQL/MariaDB: an acquisition that waits for another client's release is one round trip
-/// too: the batch's `GET_LOCK` waits in the database, and the token and the idle bound follow
-/// in the same batch once it is granted (it was three round trips after the wait). The token
-/// rises above the releasing holder's.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mysql_waiting_acquire_is_one_round_trip() {
-    let url = format!("{}?mode=advisory", mysql_url());
-    let (lock, proxy) = through_proxy(&format!("{url}&max_connections=1")).await;
-    let other = connect_or_explain(&url).await;
-    let name = format!("one-trip-wait-{}", &lock_core::backend::owner_token()[..8]);
-    // A first cycle makes the connection and prepares what it prepares.
-    lock.acquire(&name, &wait_ms(2000))
-        .await
-        .unwrap()
-        .release()
-        .await
-        .unwrap();
-    let mut fewest = u64::MAX;
-    let long_wait = wait_ms(5000);
-    for _ in 0..3 {
-        let held = other.acquire(&name, &wait_ms(2000)).await.unwrap();
+async fn postgres_uncontended_acquire_and_release_are_one_statement_each() {
+    let (lock, proxy) = through_proxy(&format!(
+        "{}?mode=advisory&max_connections=1",
+        postgres_url()
+    ))
+    .await;
+    let other = connect_or_explain(&format!("{}?mode=advisory", postgres_url())).await;
+    let name = format!("one-stmt-{}", &lock_core::backend::owner_token()[..8]);
+    let mut last = 0;
+    let (mut fewest, mut fewest_release) = (u64::MAX, u64::MAX);
+    for cycle in 0..6 {
         let before = proxy.chunks_sent();
-        let (waited, released) = tokio::join!(lock.acquire(&name, &long_wait), async {
-            // MariaDB's `GET_LOCK` queue is invisible to other sessions: a pause instead.
-            tokio::time::sleep(Duration::from_millis(200)).await;
-            let token = held.fencing_token();
-            held.release().await.map(|()| token)
-        });
-        let sent = proxy.chunks_sent() - before;
-        let (g, theirs) = (waited.unwrap(), released.unwrap());
+        let g = lock.acquire(&name, &wait_ms(2000)).await.unwrap();
+        if cycle > 0 {
+            // A request split over two reads counts twice: the fewest of five cycles counts.
+            fewest = fewest.min(proxy.chunks_sent() - before);
+        }
         assert!(
-            g.fencing_token() > theirs,
-            "{} after {theirs}",
+            g.fencing_token() > last,
+            "tokens {last} then {}",
             g.fencing_token()
         );
-        fewest = fewest.min(sent);
+        last = g.fencing_token();
+        assert!(
+            other
+                .try_acquire(&name, &AcquireOptions::new())
+                .await
+                .unwrap()
+                .is_none(),
+            "cycle {cycle}: the lock is not held after the one-statement acquire"
+        );
+        let before = proxy.chunks_sent();
         g.release().await.unwrap();
-        release_settled(&proxy, proxy.chunks_sent()).await;
+        // sqlx pings a connection as it goes back to the pool, from a task of its own that may
+        // send before or after the release returns: wait for it (bounded: 1 s), so that every
+        // count has it, and a little longer for anything else the release would send.
+        let t = tokio::time::Instant::now();
+        while proxy.chunks_sent() - before < 2 && t.elapsed() < Duration::from_secs(1) {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        if cycle > 0 {
+            fewest_release = fewest_release.min(proxy.chunks_sent() - before);
+        }
+        // Another client's turn in between: the token stays ordered across clients.
+        let o = other.acquire(&name, &wait_ms(2000)).await.unwrap();
+        assert!(o.fencing_token() > last);
+        last = o.fencing_token();
+        o.release().await.unwrap();
     }
     assert_eq!(
         fewest, 1,
-        "a waiting acquire sent {fewest} requests (one batch expected)"
+        "an uncontended acquire sent {fewest} requests (one statement expected: a connection \
+         used moments ago is not pinged)"
+    );
+    assert_eq!(
+        fewest_release, 2,
+        "a release sent {fewest_release} requests (the unlock with the session's reset, and \
+         sqlx's ping as the connection goes back to the pool, expected)"
     );
 }

@@ -10,7 +10,7 @@ use lock_core::LockError;
 use sqlx::{AssertSqlSafe, Executor};
 use tokio::sync::Mutex;
 
-use super::session::{fetch_first_i64, fetch_i64, Session};
+use super::session::{fetch_i64, Session};
 use crate::error::{is_connection_gone, map};
 use crate::held::Held;
 use crate::sessions::{self, Forget};
@@ -27,7 +27,7 @@ pub(super) struct AdvisoryLease {
     /// The statement that gives the lock back.
     pub(super) unlock: String,
     /// PostgreSQL: `unlock` with the session's reset, for the last key (see
-    /// `LockTexts::unlock_reset`; MySQL/MariaDB: `sql.batches`' `unlock_reset` instead).
+    /// `LockTexts::unlock_reset`).
     pub(super) unlock_reset: Option<String>,
     pub(super) sql: Arc<AdvisoryStatements>,
     pub(super) held: Held,
@@ -59,23 +59,14 @@ impl Lease for AdvisoryLease {
             }
         }
         let last = self.keys.len().saturating_sub(1);
-        let batched = self.sql.batches.as_ref();
         for (i, key) in self.keys.iter().enumerate() {
-            let answer = match (&self.unlock_reset, batched) {
-                (Some(both), _) if i == last => {
-                    let q = sqlx::query(AssertSqlSafe(both.as_str())).bind(key.as_str());
-                    fetch_i64(q, session.conn()).await
-                }
-                (_, Some(batches)) if i == last => {
-                    fetch_first_i64(&batches.unlock_reset(key), session.conn()).await
-                }
-                _ => {
-                    let q = sqlx::query(AssertSqlSafe(self.unlock.as_str())).bind(key.as_str());
-                    fetch_i64(q, session.conn()).await
-                }
+            let unlock = match &self.unlock_reset {
+                Some(both) if i == last => both,
+                _ => &self.unlock,
             };
+            let q = sqlx::query(AssertSqlSafe(unlock.as_str())).bind(key.as_str());
             // On any failure the session is dropped, so closed: the database frees the lock.
-            match answer {
+            match fetch_i64(q, session.conn()).await {
                 Ok(1) => {}
                 Ok(_) => return Err(held.gone()),
                 Err(e) if is_connection_gone(&e) || matches!(e, sqlx::Error::Database(_)) => {
@@ -84,7 +75,7 @@ impl Lease for AdvisoryLease {
                 Err(e) => return Err(map(e, &held.label, Some(&held.name))),
             }
         }
-        if self.unlock_reset.is_some() || batched.is_some() {
+        if self.unlock_reset.is_some() {
             // The last unlock put the settings back.
             session.give_back();
         } else {

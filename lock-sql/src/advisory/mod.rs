@@ -39,14 +39,6 @@
 //! `wait_timeout`). Release unlocks on the same connection, puts the session settings back and
 //! returns it to the pool.
 //!
-//! # Round trips
-//! PostgreSQL tries first with one statement (the try, the token only once held, the idle
-//! bound) and waits, when the try fails, with the separate statements above; its release is one
-//! statement. MySQL/MariaDB send every attempt, waiting or not, as one statement batch
-//! (`GET_LOCK`, then — only once it answered 1 — the token's `REPLACE` and the idle bound), and
-//! every release as one (`RELEASE_LOCK` and the settings put back): one round trip each
-//! ([`AdvisoryBatches`]; the name goes into the text only as a hex literal).
-//!
 //! # Cancel safety
 //! Whenever the lock may be held by a connection nobody will release it on (a dropped acquire,
 //! a failed release, a guard won too late), the connection is closed instead of returned to the
@@ -72,7 +64,7 @@ use crate::error::{classify, map, Failure};
 use crate::for_update::bounds;
 use crate::held::Held;
 use crate::sessions::{Forget, SessionStatements};
-use crate::statements::{self, AdvisoryBatches, AdvisoryStatements, LockTexts};
+use crate::statements::{self, AdvisoryStatements, LockTexts};
 use crate::token;
 
 pub(crate) mod gated_rw;
@@ -86,18 +78,6 @@ use session::{fetch_i64, Session};
 
 /// MySQL: the longest wait of one `GET_LOCK` call (s); longer and endless waits repeat it.
 const MYSQL_WAIT_SLICE_SECS: f64 = 3600.0;
-
-/// MySQL: how long one `GET_LOCK` call waits (s) when `remaining` is left of the caller's
-/// wait (`None` = forever): all of it, one slice at most, at least a millisecond.
-fn mysql_wait_secs(remaining: Option<Duration>) -> f64 {
-    remaining.map_or(MYSQL_WAIT_SLICE_SECS, |r| {
-        r.as_secs_f64().clamp(0.001, MYSQL_WAIT_SLICE_SECS)
-    })
-}
-
-/// MySQL: attempts per acquisition whose statement batch failed with a conflict (a deadlock
-/// or a lock wait on the token table) before giving up.
-const BATCH_CONFLICTS: u32 = 5;
 
 /// PostgreSQL: keys tried per name before giving up (each a 64-bit collision with a name
 /// registered earlier).
@@ -278,9 +258,12 @@ impl AdvisoryLock {
             .await
             .map_err(c)?
         } else {
+            let secs = remaining.map_or(MYSQL_WAIT_SLICE_SECS, |r| {
+                r.as_secs_f64().clamp(0.001, MYSQL_WAIT_SLICE_SECS)
+            });
             let q = sqlx::query(AssertSqlSafe(self.texts.lock.as_str()))
                 .bind(key)
-                .bind(mysql_wait_secs(remaining));
+                .bind(secs);
             fetch_i64(q, conn).await.map_err(c)?
         };
         match granted {
@@ -313,96 +296,6 @@ impl AdvisoryLock {
             .await
             .map(|token| u64::try_from(token).ok().filter(|&t| t > 0))
             .map_err(|e| classify(e, &self.client.label, Some(name)))
-    }
-
-    /// MySQL/MariaDB: one attempt in one round trip ([`AdvisoryBatches::lock_draw`]) on
-    /// `session`, waiting at most `remaining` (`None` = forever; one slice at most) unless
-    /// `nowait`: the fencing token when granted (the idle bound is set then too), `None` when
-    /// the wait ran out. On an error the session may hold the lock: the caller must close it.
-    async fn lock_draw(
-        &self,
-        batches: &AdvisoryBatches,
-        session: &mut Session,
-        name: &str,
-        remaining: Option<Duration>,
-        nowait: bool,
-        ttl: Duration,
-    ) -> Result<Option<u64>, Failure> {
-        let label = &self.client.label;
-        let c = |e| classify(e, label, Some(name));
-        let wait = if nowait {
-            0.0
-        } else {
-            mysql_wait_secs(remaining)
-        };
-        let (idle, _) = bounds::tx_bounds(self.client.cfg.dialect, ttl, None, false);
-        let rows = sqlx::raw_sql(AssertSqlSafe(batches.lock_draw(name, wait, idle)))
-            .fetch_all(&mut **session.conn())
-            .await
-            .map_err(c)?;
-        let answer = |i: usize| -> Result<i64, Failure> {
-            rows.first()
-                .ok_or_else(|| sqlx::Error::RowNotFound)
-                .and_then(|r| r.try_get(i))
-                .map_err(c)
-        };
-        match answer(0)? {
-            1 => token::positive(answer(1)?, label, name)
-                .map(Some)
-                .map_err(Failure::Error),
-            0 => Ok(None),
-            other => Err(Failure::Error(LockError::backend(
-                label,
-                Some(name),
-                format!("the advisory lock call failed (returned {other})"),
-                None,
-            ))),
-        }
-    }
-
-    /// The guard of the lock `session` holds for `name` with `token` (the holder identity of
-    /// `opts` recorded first, if any), or — when it was won too late to use (given back with
-    /// its connection, closed) and the caller's wait goes on — a fresh session to go on with.
-    #[allow(clippy::too_many_arguments)]
-    async fn guard(
-        &self,
-        mut session: Session,
-        name: &str,
-        token: u64,
-        opts: &AcquireOptions,
-        started: Instant,
-        try_only: bool,
-        deadline: &Deadline,
-    ) -> Result<Result<LockGuard, Session>, LockError> {
-        let label = &self.client.label;
-        let forget = match (&self.sessions, opts.holder.as_deref()) {
-            (Some(sessions), Some(holder)) => sessions
-                .record(session.conn(), &self.client.side, label, (name, token, holder))
-                .await
-                .inspect_err(|e| tracing::warn!(backend = %label, name, error = %e, "could not record the holder identity"))
-                .ok(),
-            _ => None,
-        };
-        let started = self
-            .guard_parts(
-                session,
-                (name, vec![name.to_owned()], "advisory lock"),
-                token,
-                forget,
-                opts,
-                started,
-            )
-            .start()
-            .await;
-        match started {
-            Ok(g) => Ok(Ok(g)),
-            Err(e) if try_only || deadline.expired() => Err(e),
-            Err(e) => {
-                // The lease (and its connection, closed) went with the failed guard.
-                tracing::debug!(token, error = %e, "won the advisory lock too late to use it; gave it back, retrying");
-                Ok(Err(self.session(name).await?))
-            }
-        }
     }
 
     /// Once the lock is granted on `session`: draws the fencing token and bounds how long the
@@ -492,57 +385,12 @@ impl LockBackend for AdvisoryLock {
         // PostgreSQL tries first with one statement that also draws the token and bounds the
         // idle session: an uncontended acquisition is one round trip. A try that conflicts
         // with a queued waiter fails (PostgreSQL's lock manager refuses it), so FIFO holds.
-        // MySQL/MariaDB: every attempt is one round trip (a statement batch), waiting or not.
         let mut fast = self.texts.try_draw.clone();
-        let mut conflicts = 0;
         loop {
             let started = Instant::now();
             let remaining = deadline.remaining();
             // A wait that is over (or zero) tries once, like try_acquire.
             let nowait = try_only || remaining.is_some_and(|r| r.is_zero());
-            if let Some(batches) = &self.sql.batches {
-                match self
-                    .lock_draw(batches, &mut session, name, remaining, nowait, opts.ttl)
-                    .await
-                {
-                    Ok(Some(token)) => {
-                        match self
-                            .guard(session, name, token, opts, started, try_only, &deadline)
-                            .await?
-                        {
-                            Ok(g) => return Ok(Some(g)),
-                            Err(fresh) => session = fresh,
-                        }
-                    }
-                    Ok(None) if nowait || deadline.expired() => {
-                        session.recycle(self.sql.reset).await;
-                        return Ok(None);
-                    }
-                    Ok(None) => {
-                        tracing::debug!(
-                            "held by another client: the lock wait ran out; waiting again"
-                        );
-                    }
-                    // The session may hold the lock (a statement after the grant failed): it
-                    // is closed, which frees it, and the attempt goes on on a fresh one.
-                    Err(Failure::Busy) | Err(Failure::Retry) => {
-                        conflicts += 1;
-                        if conflicts > BATCH_CONFLICTS {
-                            return Err(LockError::backend(
-                                label,
-                                Some(name),
-                                format!("the lock's statements kept conflicting ({BATCH_CONFLICTS} attempts); retry later"),
-                                None,
-                            ));
-                        }
-                        drop(session);
-                        session = self.session(name).await?;
-                    }
-                    // The session is dropped (closed) with the error.
-                    Err(Failure::Error(e)) => return Err(e),
-                }
-                continue;
-            }
             let tried = fast.is_some();
             let drawn = match fast.take() {
                 Some(sql) => match self.try_draw(&mut session, name, &sql, opts.ttl).await {
@@ -592,12 +440,33 @@ impl LockBackend for AdvisoryLock {
                     self.granted(&mut session, name, opts.ttl).await?
                 }
             };
-            match self
-                .guard(session, name, token, opts, started, try_only, &deadline)
-                .await?
-            {
+            let forget = match (&self.sessions, opts.holder.as_deref()) {
+                (Some(sessions), Some(holder)) => sessions
+                    .record(session.conn(), &self.client.side, label, (name, token, holder))
+                    .await
+                    .inspect_err(|e| tracing::warn!(backend = %label, name, error = %e, "could not record the holder identity"))
+                    .ok(),
+                _ => None,
+            };
+            let started = self
+                .guard_parts(
+                    session,
+                    (name, vec![name.to_owned()], "advisory lock"),
+                    token,
+                    forget,
+                    opts,
+                    started,
+                )
+                .start()
+                .await;
+            match started {
                 Ok(g) => return Ok(Some(g)),
-                Err(fresh) => session = fresh,
+                Err(e) if try_only || deadline.expired() => return Err(e),
+                Err(e) => {
+                    // The lease (and its connection, closed) went with the failed guard.
+                    tracing::debug!(token, error = %e, "won the advisory lock too late to use it; gave it back, retrying");
+                    session = self.session(name).await?;
+                }
             }
         }
     }

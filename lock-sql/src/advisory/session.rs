@@ -52,15 +52,3 @@ pub(super) async fn fetch_i64<'q>(
 ) -> Result<i64, sqlx::Error> {
     q.fetch_one(conn).await?.try_get(0)
 }
-
-/// The first column of the first row the statement batch `sql` returns, as an integer (every
-/// result of the batch read).
-pub(super) async fn fetch_first_i64(
-    sql: &str,
-    conn: &mut sqlx::AnyConnection,
-) -> Result<i64, sqlx::Error> {
-    let rows = sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned()))
-        .fetch_all(conn)
-        .await?;
-    rows.first().ok_or(sqlx::Error::RowNotFound)?.try_get(0)
-}

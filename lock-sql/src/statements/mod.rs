@@ -23,8 +23,8 @@ mod sqlite;
 pub(crate) use counts::{counts, CountStatements};
 pub(crate) use permits::{permits, PermitStatements};
 pub(crate) use sets::{
-    AdvisoryBatches, AdvisoryStatements, BoundedBegin, ClientStatements, ForUpdateStatements,
-    LockTexts, RowStatements, TokenDraw,
+    AdvisoryStatements, BoundedBegin, ClientStatements, ForUpdateStatements, LockTexts,
+    RowStatements, TokenDraw,
 };
 pub(crate) use slots::{slots, SlotStatements};
 

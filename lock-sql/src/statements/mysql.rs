@@ -7,8 +7,8 @@
 //! earlier version created on MariaDB reads one, and only where it exists.
 
 use super::sets::{
-    AdvisoryBatches, AdvisoryStatements, BoundedBegin, ClientStatements, Ddl, ForUpdateStatements,
-    OldSequence, RowStatements, TokenDraw,
+    AdvisoryStatements, BoundedBegin, ClientStatements, Ddl, ForUpdateStatements, OldSequence,
+    RowStatements, TokenDraw,
 };
 use crate::config::Mode;
 
@@ -169,67 +169,7 @@ pub(crate) fn advisory(t: &str) -> AdvisoryStatements {
         idle: advisory_idle,
         reset: "SET SESSION wait_timeout = @@GLOBAL.wait_timeout",
         ping: "SELECT 1",
-        batches: Some(AdvisoryBatches {
-            table: t.to_owned(),
-        }),
         rw: None,
-    }
-}
-
-/// The user variable a batch keeps `GET_LOCK`'s answer in between its statements; set back to
-/// `NULL` by the batch's last statement, so nothing of it stays on the pooled connection.
-const GRANTED: &str = "@distlock_granted";
-
-/// `name`'s bytes as a MySQL hex literal: `X'` and two lowercase hex digits per byte, and `'`.
-fn hex_literal(name: &str) -> String {
-    let mut s = String::with_capacity(3 + 2 * name.len());
-    s.push_str("X'");
-    for b in name.bytes() {
-        s.push_str(&format!("{b:02x}"));
-    }
-    s.push('\'');
-    s
-}
-
-impl AdvisoryBatches {
-    /// The `GET_LOCK` key of `name` (as [`advisory_key`] computes it from a bound name), with
-    /// the name inlined as a hex literal read as UTF-8 text.
-    fn key(&self, name: &str) -> String {
-        format!(
-            "SHA2(CONCAT('{}:', CONVERT({} USING utf8mb4)), 256)",
-            self.table,
-            hex_literal(name)
-        )
-    }
-
-    /// One acquisition attempt in one round trip: `GET_LOCK` waiting at most `wait_secs`
-    /// (0: a try), then only once it was granted the token drawn (as
-    /// [`AdvisoryStatements::draw_token`] does: a `REPLACE` on the `AUTO_INCREMENT` table,
-    /// committed on its own) and the idle bound set (`idle` s, as
-    /// [`AdvisoryStatements::idle`]). One row of two BIGINTs: `GET_LOCK`'s answer (1 granted,
-    /// 0 the wait ran out, -1 an error) and the token (0 unless granted). An error stops the
-    /// batch, and the session may hold the lock then: the caller closes it.
-    pub(crate) fn lock_draw(&self, name: &str, wait_secs: f64, idle: u64) -> String {
-        let (t, key, hex) = (&self.table, self.key(name), hex_literal(name));
-        format!(
-            "SET {GRANTED} = GET_LOCK({key}, {wait_secs}); \
-             REPLACE INTO {t}_fences (name) SELECT {hex} FROM DUAL WHERE {GRANTED} = 1; \
-             SET SESSION wait_timeout = IF({GRANTED} = 1, {idle}, @@SESSION.wait_timeout); \
-             SELECT CAST(COALESCE({GRANTED}, -1) AS SIGNED), \
-             CAST(IF({GRANTED} = 1, LAST_INSERT_ID(), 0) AS SIGNED); \
-             SET {GRANTED} = NULL"
-        )
-    }
-
-    /// A release in one round trip: `RELEASE_LOCK` (one row, one BIGINT, answering as
-    /// [`AdvisoryStatements::unlock`]) and the session's settings put back (as
-    /// [`AdvisoryStatements::reset`]), whatever it answers.
-    pub(crate) fn unlock_reset(&self, name: &str) -> String {
-        format!(
-            "SELECT CAST(COALESCE(RELEASE_LOCK({}), -1) AS SIGNED); \
-             SET SESSION wait_timeout = @@GLOBAL.wait_timeout",
-            self.key(name)
-        )
     }
 }
 
@@ -264,9 +204,6 @@ mod tests {
             (a.idle)(3),
             a.reset.to_owned(),
         ];
-        let b = a.batches.clone().unwrap();
-        all.push(b.lock_draw("n", 0.5, 3));
-        all.push(b.unlock_reset("n"));
         all.extend(r.bump);
         all.extend(SESSION.iter().map(|s| (*s).to_owned()));
         for mode in [Mode::Row, Mode::ForUpdate, Mode::Advisory] {
@@ -280,21 +217,5 @@ mod tests {
                 );
             }
         }
-    }
-
-    /// A name goes into a batch only as hex digits, whatever its bytes: quotes, backslashes,
-    /// semicolons and comment markers never reach the text as themselves.
-    #[test]
-    fn batches_inline_names_only_as_hex_digits() {
-        let b = advisory("t").batches.unwrap();
-        let hostile = "x'); DROP TABLE t; -- \\ \" /* é";
-        for sql in [b.lock_draw(hostile, 0.0, 3), b.unlock_reset(hostile)] {
-            assert!(!sql.contains("DROP"), "{sql}");
-            assert!(!sql.contains("--"), "{sql}");
-            assert!(!sql.contains("/*"), "{sql}");
-            assert!(sql.contains(&hex_literal(hostile)), "{sql}");
-        }
-        assert_eq!(hex_literal("a'é"), "X'6127c3a9'");
-        assert_eq!(hex_literal(""), "X''");
     }
 }

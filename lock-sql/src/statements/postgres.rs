@@ -374,7 +374,6 @@ pub(crate) fn advisory(t: &str) -> AdvisoryStatements {
         reset:
             "RESET lock_timeout; RESET client_connection_check_interval; RESET idle_session_timeout",
         ping: "SELECT 1",
-        batches: None,
         rw: Some(advisory_rw(t)),
     }
 }

@@ -217,11 +217,6 @@ pub(crate) struct AdvisoryStatements {
     pub reset: &'static str,
     /// The guard's liveness check on its session.
     pub ping: &'static str,
-    /// MySQL/MariaDB: an acquisition (the lock, the token once granted, the idle bound) and a
-    /// release (the unlock, the settings put back) in one round trip each, as statement
-    /// batches. `None` on PostgreSQL, whose [`LockTexts::try_draw`] and
-    /// [`LockTexts::unlock_reset`] do it in single statements.
-    pub batches: Option<AdvisoryBatches>,
     /// PostgreSQL: the read-write lock's statements. `None` on MySQL: `GET_LOCK` has no
     /// shared mode.
     pub rw: Option<RwTexts>,
@@ -246,20 +241,6 @@ pub(crate) struct LockTexts {
     /// after which the connection returns to the pool with no further round trip. `None` on
     /// MySQL/MariaDB.
     pub unlock_reset: Option<String>,
-}
-
-/// MySQL/MariaDB advisory mode's round trips as statement batches: `GET_LOCK` and
-/// `RELEASE_LOCK` are functions, the token draw a `REPLACE` and the idle bound a `SET`, which no
-/// single MySQL statement combines, so each batch is several statements sent as one text (the
-/// protocol's multi-statement query: one round trip, run in order, stopping at the first
-/// error). A text batch binds no parameters: the one argument taken from the caller, the lock's
-/// name, is written into it as a hex literal (`X'…'`, only hex digits between the quotes, so
-/// no name can end the literal early); the others are numbers the client computed. The texts
-/// are in `statements/mysql.rs`.
-#[derive(Debug, Clone)]
-pub(crate) struct AdvisoryBatches {
-    /// The lock table's name (the token table and the keys derive from it).
-    pub table: String,
 }
 
 /// PostgreSQL advisory read-write lock: shared (`read`) and exclusive (`write`) locks on the
