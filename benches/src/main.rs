@@ -11,6 +11,7 @@ mod peers;
 mod raw;
 mod report;
 mod scenarios;
+mod shortfalls;
 mod stats;
 mod targets;
 mod verdicts;

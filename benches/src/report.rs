@@ -132,8 +132,12 @@ pub fn markdown(h: &Header, rows: &[ResultRow]) -> String {
     for r in rows.iter().filter(|r| r.scenario.starts_with("skipped")) {
         let _ = writeln!(s, "\n- {} {}: {}", r.backend, r.scenario, r.note);
     }
-    let _ = writeln!(s, "\n## Against the targets\n");
-    for v in crate::verdicts::verdicts(rows) {
+    let _ = writeln!(
+        s,
+        "\n## Against the targets\n\nEach missed target is followed by its cause and the section of \
+         `docs/bench/speed-breakdown.md` that holds its profile.\n"
+    );
+    for v in crate::shortfalls::with_causes(crate::verdicts::verdicts(rows)) {
         let _ = writeln!(s, "{v}");
     }
     let _ = writeln!(s, "\nFigures from one run on this machine; rerun with `cargo run --release -p benches -- --all`.");
