@@ -65,7 +65,7 @@ fn cause(backend: &str, target: Target) -> Option<&'static str> {
             "more statements a cycle than the raw primitive, each there for a promise (a token that survives a crash, bounded waits, the queue, a silent holder's session ended) (\"SQL: statements per cycle\")"
         }
         ("redis", Uncontended) => {
-            "the two scripts take ~13 µs of the server's time a cycle against the raw pair's ~6; the client's cycle is thread wake-ups (perf: 75% of samples in the kernel), with the same wake-ups per cycle as the raw pair; the ratio swings 0.74–0.90 between runs (\"Redis and Redlock: where the remaining time goes\")"
+            "the two scripts take ~13 µs of the server's time a cycle against the raw pair's ~6; the client's cycle is thread wake-ups (perf: 75% of samples in the kernel), with the same wake-ups per cycle as the raw pair; the ratio swings 0.73–0.98 across the recorded runs (\"Redis and Redlock: where the remaining time goes\")"
         }
         ("redlock", Uncontended | UncontendedPeer) => {
             "the fencing counter and the queue are kept by scripts on five masters that share two cores with the client; rslock sends a bare SET NX and keeps neither (\"Redlock\")"
