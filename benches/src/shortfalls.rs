@@ -51,9 +51,7 @@ fn target(rest: &str) -> Option<Target> {
 /// The cause of `backend`'s shortfall on `target`, and where its profile is.
 fn cause(backend: &str, target: Target) -> Option<&'static str> {
     use Target::*;
-    let sql = backend.contains("-row")
-        || backend.contains("-for_update")
-        || backend.contains("-advisory");
+    let sql = crate::verdicts::is_sql(backend);
     Some(match (backend, target) {
         ("postgres-row", Uncontended) => {
             "two statements like the raw pair, but heavier: the queue check, the NOTIFY and the grant take ~108 µs of the server's time a cycle against the raw pair's ~20 (\"PostgreSQL row mode, uncontended: where the server's time goes\")"

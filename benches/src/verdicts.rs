@@ -24,6 +24,11 @@ fn is_peer(label: &str) -> bool {
     label.contains(" (")
 }
 
+/// Whether a row is one of the SQL modes' (`<dialect>-row`, `-for_update`, `-advisory`).
+pub(crate) fn is_sql(label: &str) -> bool {
+    label.contains("-row") || label.contains("-for_update") || label.contains("-advisory")
+}
+
 /// Round trips in one raw primitive cycle (`BEGIN; SELECT … FOR UPDATE; COMMIT` is three).
 fn raw_round_trips(label: &str) -> f64 {
     if label.contains("for_update") {
@@ -132,11 +137,7 @@ pub fn verdicts(rows: &[ResultRow]) -> Vec<String> {
                     verdict(handoff <= theirs)
                 ));
             }
-        } else if r.backend == "redis"
-            || r.backend.contains("-row")
-            || r.backend.contains("-for_update")
-            || r.backend.contains("-advisory")
-        {
+        } else if r.backend == "redis" || is_sql(&r.backend) {
             let raw = of("uncontended")
                 .find(|u| u.backend == r.backend)
                 .and_then(|u| u.baseline_ops_per_sec);
