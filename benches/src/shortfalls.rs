@@ -154,6 +154,66 @@ mod tests {
         assert!(out[1].contains("not explained yet"), "{out:?}");
     }
 
+    /// Every kind of miss `verdicts` writes is read back as its target: a change of wording
+    /// there cannot turn every cause into "not explained" unnoticed.
+    #[test]
+    fn every_missed_verdict_is_read_back_as_its_target() {
+        use crate::scenarios::ResultRow;
+        let row = |backend: &str, scenario: &str| ResultRow {
+            backend: backend.into(),
+            scenario: scenario.into(),
+            ops_per_sec: 100.0,
+            p50_us: 1000.0,
+            p99_us: 50_000.0,
+            baseline_ops_per_sec: Some(1000.0),
+            ratio_vs_baseline: Some(0.1),
+            handoff_p50_us: Some(5000.0),
+            ..Default::default()
+        };
+        let mut rows = vec![
+            row("redis", "uncontended"),
+            row("redis-py Lock (redis)", "uncontended"),
+            row("redis", "contended"),
+            row("redis-py Lock (redis)", "contended"),
+            row("redis", "contended-procs"),
+        ];
+        for (waiters, cost) in [(1, 100.0), (1000, 1000.0)] {
+            let mut r = row("redis", "scaling-waiters");
+            r.param = Some(waiters);
+            r.p50_us = cost;
+            rows.push(r);
+        }
+        let mut names = row("redis", "scaling-names");
+        names.param = Some(10);
+        names.rss_kb = Some(1000);
+        rows.push(names);
+        rows[1].ops_per_sec = 1000.0;
+        rows[3].ops_per_sec = 1000.0;
+        let mut seen = Vec::new();
+        for line in crate::verdicts::verdicts(&rows) {
+            assert!(
+                line.contains("MISSES"),
+                "every target is missed here: {line}"
+            );
+            let (_, rest) = line.split_once(": ").unwrap_or_default();
+            let t = target(rest);
+            assert!(t.is_some(), "not read back: {line}");
+            seen.extend(t);
+        }
+        for t in [
+            Target::Uncontended,
+            Target::UncontendedPeer,
+            Target::ContendedPeer,
+            Target::ContendedTail,
+            Target::Handoff,
+            Target::Procs,
+            Target::Scaling,
+            Target::Memory,
+        ] {
+            assert!(seen.contains(&t), "{t:?} not written: {seen:?}");
+        }
+    }
+
     /// Every section a cause names is a heading of the breakdown.
     #[test]
     fn every_named_section_is_a_heading_of_the_breakdown() {
