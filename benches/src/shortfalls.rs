@@ -135,6 +135,18 @@ fn explain(line: &str) -> Option<String> {
 mod tests {
     use super::*;
 
+    /// Every target, in the report's order.
+    const ALL: [Target; 8] = [
+        Target::Uncontended,
+        Target::UncontendedPeer,
+        Target::ContendedPeer,
+        Target::ContendedTail,
+        Target::Handoff,
+        Target::Procs,
+        Target::Scaling,
+        Target::Memory,
+    ];
+
     #[test]
     fn a_known_miss_gets_its_cause_and_a_met_target_none() {
         let out = with_causes(vec![
@@ -200,16 +212,7 @@ mod tests {
             assert!(t.is_some(), "not read back: {line}");
             seen.extend(t);
         }
-        for t in [
-            Target::Uncontended,
-            Target::UncontendedPeer,
-            Target::ContendedPeer,
-            Target::ContendedTail,
-            Target::Handoff,
-            Target::Procs,
-            Target::Scaling,
-            Target::Memory,
-        ] {
+        for t in ALL {
             assert!(seen.contains(&t), "{t:?} not written: {seen:?}");
         }
     }
@@ -219,16 +222,6 @@ mod tests {
     fn every_named_section_is_a_heading_of_the_breakdown() {
         let doc = include_str!("../../docs/bench/speed-breakdown.md");
         let headings: Vec<&str> = doc.lines().filter(|l| l.starts_with('#')).collect();
-        let targets = [
-            Target::Uncontended,
-            Target::UncontendedPeer,
-            Target::ContendedPeer,
-            Target::ContendedTail,
-            Target::Handoff,
-            Target::Procs,
-            Target::Scaling,
-            Target::Memory,
-        ];
         let backends = [
             "sqlite-row",
             "postgres-row",
@@ -242,7 +235,7 @@ mod tests {
         ];
         let mut named = 0;
         for b in backends {
-            for t in targets {
+            for t in ALL {
                 let Some(c) = cause(b, t) else { continue };
                 for title in c.split('"').skip(1).step_by(2) {
                     named += 1;
