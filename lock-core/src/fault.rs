@@ -35,6 +35,8 @@ struct Inner {
     chunks_up: AtomicU64,
     /// Extra delay (µs) for chunks from clients to the store only.
     up_delay_us: AtomicU64,
+    /// While true, what the store sends is held (requests still pass): replies are lost.
+    replies_held: watch::Sender<bool>,
 }
 
 /// A TCP proxy on `127.0.0.1:<ephemeral>` forwarding to one upstream address.
@@ -76,6 +78,7 @@ impl FaultProxy {
             open: AtomicUsize::new(0),
             chunks_up: AtomicU64::new(0),
             up_delay_us: AtomicU64::new(0),
+            replies_held: watch::channel(false).0,
         });
         let accept = tokio::spawn(accept_loop(listener, Arc::clone(&inner)));
         Ok(FaultProxy {
@@ -128,9 +131,16 @@ impl FaultProxy {
         self.inner.up_delay_us.store(us, Ordering::SeqCst);
     }
 
+    /// Holds everything the store sends until [`heal`](Self::heal), while requests still reach
+    /// it: the store applies commands and their replies are lost (a one-way partition).
+    pub fn hold_replies(&self) {
+        self.inner.replies_held.send_replace(true);
+    }
+
     /// Back to plain forwarding (held bytes flow again; new connections are accepted; no
-    /// upward delay).
+    /// upward delay, no held replies).
     pub fn heal(&self) {
+        self.inner.replies_held.send_replace(false);
         self.set_upward_latency(Duration::ZERO);
         self.set_latency(Duration::ZERO);
     }
@@ -245,6 +255,11 @@ async fn pump(
         let latency = if upward {
             latency + Duration::from_micros(inner.up_delay_us.load(Ordering::SeqCst))
         } else {
+            let mut held = inner.replies_held.subscribe();
+            tokio::select! {
+                r = held.wait_for(|h| !h) => if r.is_err() { return },
+                _ = gen_rx.wait_for(killed) => return,
+            }
             latency
         };
         if !latency.is_zero() {
@@ -307,6 +322,22 @@ mod tests {
             "one way delayed, not both: {rtt:?}"
         );
         proxy.set_upward_latency(Duration::ZERO);
+
+        proxy.hold_replies();
+        s.write_all(b"held").await.unwrap();
+        assert!(roundtrip(&mut s, Duration::from_millis(300))
+            .await
+            .is_none());
+        proxy.heal();
+        let mut b = [0u8; 8];
+        tokio::time::timeout(Duration::from_secs(1), s.read_exact(&mut b))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            &b, b"heldping",
+            "the store did not get the requests, or replies were lost"
+        );
 
         proxy.blackhole();
         assert!(roundtrip(&mut s, Duration::from_millis(300))

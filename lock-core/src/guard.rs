@@ -116,6 +116,93 @@ impl Shared {
         s.validity = validity;
     }
 
+    /// Records a renewal to `ttl`, sent at `started`, whose outcome is unknown (a timeout, a
+    /// lost reply): the store may have applied it as soon as it was sent, so the lease is
+    /// believed only up to the shorter of what was recorded and what that command leaves
+    /// (`started + ttl`, less a drift margin). Later renewals ask for `ttl`.
+    fn record_unknown(&self, ttl: Duration, started: Instant) {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        s.ttl = ttl;
+        let Some(recorded) = s.valid_until else {
+            return;
+        };
+        let applied = ttl.saturating_sub(safety_margin(ttl));
+        if started + applied < recorded {
+            s.valid_until = Some(started + applied);
+            s.validity = Some(applied);
+        }
+    }
+
+    /// One store renewal to `ttl`, abandoned at the lease deadline known now (past it the lock
+    /// is lost whatever the store answers), or after `ttl` for a session-bound lock.
+    async fn renew_until_deadline(&self, ttl: Duration) -> Result<Option<Duration>, LockError> {
+        let span = tracing::debug_span!("renew", name = %self.name, backend = %self.backend, token = self.token);
+        let renewal = self.lease.renew(ttl).instrument(span);
+        // A session-bound lock's renewal is a liveness check: a lease's length is long enough.
+        let deadline = self.deadline().unwrap_or_else(|| Instant::now() + ttl);
+        match tokio::time::timeout_at(deadline, renewal).await {
+            Ok(r) => r,
+            Err(_) => Err(LockError::unavailable(
+                &self.backend,
+                Some(&self.name),
+                "the renewal did not answer before the lease ran out",
+                None,
+            )),
+        }
+    }
+
+    /// Records the result `res` of a renewal to `ttl` sent at `started`, and returns what the
+    /// caller of `extend` is told. Never `Ok` for a guard that is lost:
+    /// - a confirmed renewal counts from `started`; if the lock was marked lost meanwhile, or
+    ///   the confirmation came after the validity it vouched for, the lock is lost;
+    /// - a refusal (`NotHeld`, `Lost`) loses the lock;
+    /// - any other error leaves the outcome unknown ([`Shared::record_unknown`]), and the lock
+    ///   is lost if that leaves no validity.
+    fn settle(
+        &self,
+        ttl: Duration,
+        started: Instant,
+        res: Result<Option<Duration>, LockError>,
+    ) -> Result<(), LockError> {
+        let res = match res {
+            Ok(validity) => {
+                self.record_renewal(ttl, started, validity);
+                Ok(())
+            }
+            Err(e @ (LockError::NotHeld { .. } | LockError::Lost { .. })) => {
+                self.lose(e.to_string());
+                return Err(e);
+            }
+            Err(e) => {
+                self.record_unknown(ttl, started);
+                Err(e)
+            }
+        };
+        if self.deadline().is_some_and(|d| Instant::now() >= d) {
+            self.lose(match &res {
+                Ok(()) => format!("the store confirmed the {ttl:?} renewal only after it ran out"),
+                Err(e) => format!(
+                    "the {ttl:?} renewal may have been applied and was not confirmed in time: {e}"
+                ),
+            });
+        }
+        match self.lost.reason() {
+            Some(reason) => Err(LockError::not_held(&self.name, &self.backend, reason)),
+            None => res,
+        }
+    }
+
+    /// When to retry after a renewal failed: a tenth of the lease, but never more than a third
+    /// of the validity left, so a short claim (a direct grant) still gets retries before it
+    /// runs out.
+    fn retry_after(&self) -> Duration {
+        let (ttl, _) = self.snapshot();
+        let left = self
+            .deadline()
+            .map_or(ttl, |d| d.saturating_duration_since(Instant::now()));
+        (ttl / 10).min(left / 3).max(Duration::from_millis(20))
+    }
+
     /// Marks the lock lost (once) and says so in the log.
     fn lose(&self, reason: String) {
         if self.lost.mark_lost(reason.clone()) {
@@ -356,28 +443,18 @@ impl LockGuard {
     /// lost); [`LockError::InvalidConfig`] for a bad `ttl`; store errors otherwise.
     pub async fn extend(&self, ttl: Duration) -> Result<(), LockError> {
         crate::AcquireOptions::new().ttl(ttl).validate()?;
-        let _turn = self.shared.renewing.lock().await;
-        if let Some(reason) = self.shared.lost.reason() {
-            return Err(LockError::not_held(
-                &self.shared.name,
-                &self.shared.backend,
-                reason,
-            ));
+        let shared = &self.shared;
+        let _turn = shared.renewing.lock().await;
+        if let Some(reason) = shared.lost.reason() {
+            return Err(LockError::not_held(&shared.name, &shared.backend, reason));
         }
         let started = Instant::now();
-        let res = match self.shared.lease.renew(ttl).await {
-            Ok(validity) => {
-                self.shared.record_renewal(ttl, started, validity);
-                Ok(())
-            }
-            Err(e @ (LockError::NotHeld { .. } | LockError::Lost { .. })) => {
-                self.shared.lost.mark_lost(e.to_string());
-                Err(e)
-            }
-            Err(e) => Err(e),
-        };
+        // Until the store confirms, it may have applied the new lease the moment it was sent.
+        shared.record_unknown(ttl, started);
+        let res = shared.renew_until_deadline(ttl).await;
+        let res = shared.settle(ttl, started, res);
         // Renewed or not, the schedule counts from what is recorded now.
-        self.shared.reschedule();
+        shared.reschedule();
         res
     }
 
@@ -565,31 +642,16 @@ async fn renew_once(shared: Arc<Shared>, gen: u64) -> Step {
         return again(None);
     }
     let started = Instant::now();
-    let deadline = valid_until.unwrap_or(started + ttl);
-    let span = tracing::debug_span!("renew", name = %shared.name, backend = %shared.backend, token = shared.token);
-    let renewal = shared.lease.renew(ttl).instrument(span);
-    let res = match tokio::time::timeout_at(deadline, renewal).await {
-        Ok(r) => r,
-        Err(_) => Err(LockError::unavailable(
-            &shared.backend,
-            Some(&shared.name),
-            "renewal timed out",
-            None,
-        )),
-    };
-    match res {
-        Ok(validity) => {
-            shared.record_renewal(ttl, started, validity);
+    let res = shared.renew_until_deadline(ttl).await;
+    match shared.settle(ttl, started, res) {
+        Ok(()) => {
             tracing::trace!(name = %shared.name, token = shared.token, "lease renewed");
             again(None)
         }
-        Err(e @ (LockError::NotHeld { .. } | LockError::Lost { .. })) => {
-            shared.lose(e.to_string());
-            Step::Done
-        }
+        Err(_) if shared.lost.is_lost() => Step::Done,
         Err(e) => {
             tracing::warn!(name = %shared.name, backend = %shared.backend, error = %e, "renewal failed; retrying");
-            again(Some((ttl / 10).max(Duration::from_millis(20))))
+            again(Some(shared.retry_after()))
         }
     }
 }
@@ -868,6 +930,161 @@ mod tests {
         );
         assert!(!g.is_lost(), "{g:?}");
         g.abandon();
+    }
+
+    /// A lease whose renewals fail after `delay` with an error that leaves the outcome
+    /// unknown (the store may have applied them: a timeout, a lost reply).
+    struct Unknown {
+        delay: Duration,
+    }
+
+    #[async_trait]
+    impl Lease for Unknown {
+        async fn renew(&self, _: Duration) -> Result<Option<Duration>, LockError> {
+            tokio::time::sleep(self.delay).await;
+            Err(LockError::unavailable("test", None, "timed out", None))
+        }
+
+        async fn release(&self) -> Result<(), LockError> {
+            Ok(())
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_shorter_extend_of_unknown_outcome_shortens_the_lease() {
+        let mut p = renewing(Arc::new(Unknown {
+            delay: Duration::from_secs(1),
+        }));
+        p.ttl = Duration::from_secs(30);
+        p.validity = Some(p.ttl);
+        let g = p.into_guard();
+        let started = Instant::now();
+        let e = g.extend(Duration::from_secs(2)).await.unwrap_err();
+        assert!(matches!(e, LockError::Unavailable { .. }), "{e:?}");
+        // The store may have applied the 2 s lease when the request was sent.
+        let left = g.remaining_validity().expect("still believed held for now");
+        assert!(
+            started.elapsed() + left <= Duration::from_secs(2),
+            "believes {left:?} more after an unknown 2 s extend"
+        );
+        // And nothing confirms it before that runs out: lost by then.
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        assert!(g.is_lost(), "{g:?}");
+        g.abandon();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_longer_extend_of_unknown_outcome_keeps_the_old_lease() {
+        let mut p = parts(
+            Arc::new(Scripted {
+                refuse: true,
+                ..Default::default()
+            }),
+            Duration::ZERO,
+        );
+        p.ttl = Duration::from_secs(10);
+        p.validity = Some(p.ttl);
+        let g = p.into_guard();
+        assert!(g.extend(Duration::from_secs(60)).await.is_err());
+        let left = g.remaining_validity().unwrap();
+        assert!(left <= Duration::from_secs(10), "{left:?}");
+        assert!(left > Duration::from_secs(9), "{left:?}");
+        g.abandon();
+    }
+
+    /// A lease whose renewals succeed after `delay`, vouching for the whole `ttl`.
+    struct Late {
+        delay: Duration,
+    }
+
+    #[async_trait]
+    impl Lease for Late {
+        async fn renew(&self, ttl: Duration) -> Result<Option<Duration>, LockError> {
+            tokio::time::sleep(self.delay).await;
+            Ok(Some(ttl))
+        }
+
+        async fn release(&self) -> Result<(), LockError> {
+            Ok(())
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn extend_confirmed_after_its_own_validity_is_an_error_and_the_lock_is_lost() {
+        let mut p = renewing(Arc::new(Late {
+            delay: Duration::from_secs(3),
+        }));
+        p.ttl = Duration::from_secs(30);
+        p.validity = Some(p.ttl);
+        let g = p.into_guard();
+        // Applied at the latest when the reply left the store: 2 s from sending ran out first.
+        let e = g.extend(Duration::from_secs(2)).await.unwrap_err();
+        assert!(matches!(e, LockError::NotHeld { .. }), "{e:?}");
+        assert!(g.is_lost(), "{g:?}");
+        g.abandon();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn extend_never_succeeds_on_a_guard_lost_while_it_ran() {
+        let lost = LostSignal::new();
+        let mut p = renewing(Arc::new(Late {
+            delay: Duration::from_millis(500),
+        }));
+        p.lost = lost.clone();
+        let g = p.into_guard();
+        let extend = g.extend(Duration::from_secs(5));
+        tokio::pin!(extend);
+        tokio::select! {
+            _ = &mut extend => panic!("extend finished before its store call"),
+            () = tokio::time::sleep(Duration::from_millis(100)) => {}
+        }
+        // The backend's own watcher sees the session end while the renewal is in flight.
+        lost.mark_lost("session expired");
+        let r = extend.await;
+        assert!(matches!(r, Err(LockError::NotHeld { .. })), "{r:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_renewal_is_retried_within_a_short_validity() {
+        // A 3 s claim on a 30 s lease (a direct grant): the first renewal fails.
+        let lease = Arc::new(Flaky::default());
+        let mut p = renewing(Arc::clone(&lease) as Arc<dyn Lease>);
+        p.ttl = Duration::from_secs(30);
+        p.validity = Some(Duration::from_secs(3));
+        let g = p.into_guard();
+        tokio::time::sleep(Duration::from_millis(2990)).await;
+        assert!(
+            lease.calls.load(Ordering::SeqCst) >= 2,
+            "the failed renewal was not retried before the claim ran out"
+        );
+        assert!(!g.is_lost(), "{g:?}");
+        g.abandon();
+    }
+
+    /// A lease whose first renewal fails and later ones succeed.
+    #[derive(Default)]
+    struct Flaky {
+        calls: AtomicUsize,
+    }
+
+    #[async_trait]
+    impl Lease for Flaky {
+        async fn renew(&self, ttl: Duration) -> Result<Option<Duration>, LockError> {
+            if self.calls.fetch_add(1, Ordering::SeqCst) == 0 {
+                Err(LockError::unavailable(
+                    "test",
+                    None,
+                    "connection reset",
+                    None,
+                ))
+            } else {
+                Ok(Some(ttl))
+            }
+        }
+
+        async fn release(&self) -> Result<(), LockError> {
+            Ok(())
+        }
     }
 
     #[tokio::test(start_paused = true)]

@@ -22,10 +22,7 @@ impl Harness for MemoryHarness {
 
     async fn crashable_client(&self) -> CrashableClient {
         // A crashed in-process client is one whose guard is abandoned: no extra cut needed.
-        CrashableClient {
-            lock: self.store.client(),
-            crash: Box::new(|| Box::pin(async {})),
-        }
+        CrashableClient::in_process(self.store.client())
     }
 
     async fn remove_underneath(&self, name: &str) {
@@ -92,10 +89,7 @@ impl Harness for BrokenHarness {
     }
 
     async fn crashable_client(&self) -> CrashableClient {
-        CrashableClient {
-            lock: self.client().await,
-            crash: Box::new(|| Box::pin(async {})),
-        }
+        CrashableClient::in_process(self.client().await)
     }
 
     async fn remove_underneath(&self, _name: &str) {

@@ -141,3 +141,25 @@ async fn foreign_data_is_reported_and_left_alone() {
     assert_eq!(v, "theirs");
     let _: () = run(port, redis::cmd("DEL").arg(&key)).await;
 }
+
+/// A permit's `extend` whose request reaches Redis late, or whose reply is lost, never leaves
+/// the holder believing in more lease than Redis keeps (`permit_extend` under a gray fault).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn permit_extend_of_unknown_outcome_is_not_believed() {
+    let proxy =
+        lock_core::fault::FaultProxy::start(([127, 0, 0, 1], ports(&single_url())[0]).into())
+            .await
+            .unwrap();
+    let a = client(&format!(
+        "redis://127.0.0.1:{}?timeout=1s",
+        proxy.addr().port()
+    ))
+    .await;
+    let b = client(&single_url()).await;
+    lock_core::conformance::permit_extend_of_unknown_outcome_is_not_believed(
+        &*a,
+        std::slice::from_ref(&proxy),
+        &*b,
+    )
+    .await;
+}

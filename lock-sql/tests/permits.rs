@@ -394,3 +394,20 @@ async fn advisory_semaphore_cancelled_waiters_leave_nothing() {
         assert_eq!((info.holders, info.waiters), (0, 0), "{url}: {info:?}");
     }
 }
+
+/// A permit's renewal whose commit lands late, or whose reply is lost, never leaves the holder
+/// believing in more lease than the database keeps (PostgreSQL and MariaDB permits).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn permit_extend_of_unknown_outcome_is_not_believed() {
+    for url in [postgres_url(), mysql_url()] {
+        let (proxied, proxy) = support::proxied_url(&url).await;
+        let a = lock_sql::connect_semaphore(&proxied).await.unwrap();
+        let b = lock_sql::connect_semaphore(&url).await.unwrap();
+        lock_core::conformance::permit_extend_of_unknown_outcome_is_not_believed(
+            &*a,
+            std::slice::from_ref(&proxy),
+            &*b,
+        )
+        .await;
+    }
+}

@@ -6,6 +6,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures::future::BoxFuture;
 
+use crate::fault::FaultProxy;
 use crate::{DistributedLock, LockError};
 
 /// A client that can be crashed: `crash` cuts its connections (or session) so that nothing it
@@ -15,6 +16,9 @@ pub struct CrashableClient {
     pub lock: Arc<dyn DistributedLock>,
     /// Cuts the client off from the store, as a process crash or a pulled cable would.
     pub crash: Crash,
+    /// The proxies between the client and the store, for gray faults (late requests, lost
+    /// replies); empty for an in-process store, where no request or reply crosses a network.
+    pub proxies: Arc<[FaultProxy]>,
 }
 
 /// Cuts a client off from the store, as a process crash or a pulled cable would.
@@ -26,9 +30,15 @@ pub type Crash = Box<dyn FnOnce() -> BoxFuture<'static, ()> + Send>;
 /// # Panics
 /// When a proxy cannot bind a loopback port (test support).
 pub async fn proxies(ports: &[u16]) -> (String, Crash) {
+    let (hosts, crash, _) = proxy_set(ports).await;
+    (hosts, crash)
+}
+
+/// [`proxies`], and the proxies themselves.
+async fn proxy_set(ports: &[u16]) -> (String, Crash, Arc<[FaultProxy]>) {
     let mut proxies = Vec::new();
     for p in ports {
-        match crate::fault::FaultProxy::start(([127, 0, 0, 1], *p).into()).await {
+        match FaultProxy::start(([127, 0, 0, 1], *p).into()).await {
             Ok(proxy) => proxies.push(proxy),
             Err(e) => panic!("cannot start a fault proxy: {e}"),
         }
@@ -37,15 +47,19 @@ pub async fn proxies(ports: &[u16]) -> (String, Crash) {
         .iter()
         .map(|p| format!("127.0.0.1:{}", p.addr().port()))
         .collect();
-    let crash: Crash = Box::new(move || {
+    let proxies: Arc<[FaultProxy]> = proxies.into();
+    (hosts.join(","), kill_all(Arc::clone(&proxies)), proxies)
+}
+
+/// The [`Crash`] that kills every one of `proxies`.
+fn kill_all(proxies: Arc<[FaultProxy]>) -> Crash {
+    Box::new(move || {
         Box::pin(async move {
-            for p in &proxies {
+            for p in proxies.iter() {
                 p.kill();
             }
-            drop(proxies);
         })
-    });
-    (hosts.join(","), crash)
+    })
 }
 
 impl CrashableClient {
@@ -59,10 +73,21 @@ impl CrashableClient {
         F: FnOnce(String) -> Fut,
         Fut: std::future::Future<Output = Arc<dyn DistributedLock>>,
     {
-        let (hosts, crash) = proxies(ports).await;
+        let (hosts, crash, proxies) = proxy_set(ports).await;
         CrashableClient {
             lock: connect(hosts).await,
             crash,
+            proxies,
+        }
+    }
+
+    /// A client of an in-process store (SQLite, memory): a crash is its guard abandoned, and
+    /// there is no network to fault.
+    pub fn in_process(lock: Arc<dyn DistributedLock>) -> CrashableClient {
+        CrashableClient {
+            lock,
+            crash: Box::new(|| Box::pin(async {})),
+            proxies: Arc::from([]),
         }
     }
 }

@@ -14,12 +14,16 @@
 
 mod cases;
 mod differential;
+mod gray;
 mod harness;
 mod permits;
 mod recipes;
 
 pub use cases::*;
 pub use differential::{differential_against_reference, differential_run, Case, Op};
+pub use gray::{
+    extend_of_unknown_outcome_is_not_believed, permit_extend_of_unknown_outcome_is_not_believed,
+};
 pub use harness::{proxies, Crash, CrashableClient, Harness};
 pub use permits::*;
 pub use recipes::*;
@@ -64,6 +68,7 @@ macro_rules! conformance_suite {
             look_alike_names_are_distinct,
             zero_wait_on_fresh_name,
             extend_shorter_keeps_lock,
+            extend_of_unknown_outcome_is_not_believed,
             differential_against_reference,
             run_locked_stops_work_at_loss,
             acquire_all_is_all_or_nothing,

@@ -206,22 +206,17 @@ impl Harness for SqlHarness {
     async fn crashable_client(&self) -> CrashableClient {
         if self.dialect == Dialect::Sqlite {
             // An in-process SQLite client "crashes" by abandoning its guard: no connection to cut.
-            return CrashableClient {
-                lock: self.client().await,
-                crash: Box::new(|| Box::pin(async {})),
-            };
+            return CrashableClient::in_process(self.client().await);
         }
-        let (lock, proxy) = through_proxy(&self.url).await;
-        let lock: Arc<dyn DistributedLock> = Arc::new(lock);
-        CrashableClient {
-            lock,
-            crash: Box::new(move || {
-                Box::pin(async move {
-                    proxy.kill();
-                    drop(proxy);
-                })
-            }),
-        }
+        // The URL with the proxy's port in place of the server's.
+        let port = url_port(&self.url).expect("a URL with a port");
+        let url = self.url.replace(&format!(":{port}/"), ":{proxy}/");
+        CrashableClient::through_proxies(&[port], |hosts| async move {
+            let proxy = hosts.rsplit(':').next().unwrap_or_default();
+            Arc::new(connect_or_explain(&url.replace("{proxy}", proxy)).await)
+                as Arc<dyn DistributedLock>
+        })
+        .await
     }
 
     async fn remove_underneath(&self, name: &str) {
