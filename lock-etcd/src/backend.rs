@@ -67,7 +67,9 @@ impl EtcdLock {
             .await
             .map_err(|_| unreachable(format!("no answer within {:?}", cfg.connect_timeout)))?
             .map_err(|e| map(e, &label, None))?;
-        let status = members.run(|c| async move { c.maintenance_client().status().await });
+        // Every member at once: a stalled first endpoint must not hold up the connect.
+        let status =
+            members.first_to_answer(|c| async move { c.maintenance_client().status().await });
         tokio::time::timeout(cfg.connect_timeout, status)
             .await
             .map_err(|_| unreachable(format!("no answer within {:?}", cfg.connect_timeout)))?

@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use etcd_client::{Client, ConnectOptions, Error, WatchOptions};
+use futures::stream::{FuturesUnordered, StreamExt};
 
 use crate::config::EtcdConfig;
 use crate::error::is_unreachable;
@@ -50,6 +51,36 @@ impl Members {
             timeout: cfg.timeout,
             watches: WatchHub::default(),
         })
+    }
+
+    /// Asks every member at once and uses the first that answers `call`, so a stalled
+    /// member (connections open, nothing answered) first in the list does not hold up a
+    /// client the others would serve. Returns the last error when none answered.
+    pub async fn first_to_answer<T, F, Fut>(&self, call: F) -> Result<T, Error>
+    where
+        F: Fn(Client) -> Fut,
+        Fut: Future<Output = Result<T, Error>>,
+    {
+        let mut asks: FuturesUnordered<_> = self
+            .clients
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let answer = call(c.clone());
+                async move { (i, answer.await) }
+            })
+            .collect();
+        let mut last = None;
+        while let Some((i, answer)) = asks.next().await {
+            match answer {
+                Ok(v) => {
+                    self.current.store(i, Ordering::SeqCst);
+                    return Ok(v);
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| Error::InvalidArgs("no etcd endpoint configured".into())))
     }
 
     /// Runs `call` on the member in use; when that member is unreachable, has no leader or

@@ -20,6 +20,7 @@ use tokio::time::Instant;
 use crate::keys::Keys;
 use crate::lease::RedisLease;
 use crate::node::{Attempt, Handoff, Node};
+use crate::quorum::gather;
 use crate::subscriber::{Grant, Subscriber, Waiting};
 
 /// A queued waiter re-checks (and refreshes its place) at least this often, even without a
@@ -159,6 +160,7 @@ pub(crate) async fn acquire<R: Rounds>(
     try_only: bool,
 ) -> Result<Option<LockGuard>, LockError> {
     let deadline = Deadline::after(opts.wait);
+    let per_node = rounds.per_node_timeout(opts.ttl);
     let bid = Bid {
         name,
         keys: &keys,
@@ -246,7 +248,7 @@ pub(crate) async fn acquire<R: Rounds>(
                     validity: R::validity,
                     name: name.to_owned(),
                     label: rounds.label().to_owned(),
-                    per_node_timeout: rounds.per_node_timeout(opts.ttl),
+                    per_node_timeout: per_node,
                     clock_lag: rounds.clock_lag(),
                 };
                 let (label, lease) = (rounds.label(), Arc::new(lease));
@@ -281,16 +283,8 @@ pub(crate) async fn acquire<R: Rounds>(
                     return Ok(None);
                 }
                 let Some(waits) = waits.as_ref() else {
-                    waits = Some(
-                        join_all(
-                            rounds
-                                .nodes()
-                                .iter()
-                                .zip(subscribers)
-                                .map(|(n, s)| s.wait_on(&n.client, &keys.channel, &token)),
-                        )
-                        .await,
-                    );
+                    waits =
+                        Some(subscribe(rounds, subscribers, &keys.channel, &token, per_node).await);
                     continue;
                 };
                 let until_expiry = if pttl_ms >= 0 {
@@ -331,6 +325,34 @@ pub(crate) async fn acquire<R: Rounds>(
             }
         }
     }
+}
+
+/// Joins `channel`'s waiters on every node as `token`, once a quorum of nodes confirmed the
+/// subscription (the others go on subscribing in tasks of their own: a stalled node's
+/// wake-ups may be missed, the quorum's are not).
+async fn subscribe<R: Rounds>(
+    rounds: &R,
+    subscribers: &[Arc<Subscriber>],
+    channel: &str,
+    token: &str,
+    per_node: Duration,
+) -> Vec<Waiting> {
+    let joined = subscribers.iter().map(|s| s.join(channel, token)).collect();
+    let confirmations = rounds.nodes().iter().zip(subscribers).map(|(n, s)| {
+        let node = n.clone();
+        let subscription = s.subscription(n.client.clone(), channel.to_owned(), per_node);
+        Some(tokio::spawn(async move {
+            let confirmed = subscription.await;
+            node.heard(!confirmed);
+            confirmed
+        }))
+    });
+    let quorum = rounds.quorum();
+    let confirmed = |r: &[Option<Result<bool, tokio::task::JoinError>>]| {
+        r.iter().filter(|c| matches!(c, Some(Ok(true)))).count() >= quorum
+    };
+    gather(rounds.nodes(), confirmations, confirmed).await;
+    joined
 }
 
 /// How long a waiter that some nodes granted the lock waits for the other grants of the same

@@ -4,8 +4,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use futures::future::join_all;
-use futures::stream::{FuturesUnordered, StreamExt};
 use lock_core::backend::Lease;
 use lock_core::LockError;
 use tokio::time::Instant;
@@ -13,6 +11,7 @@ use tokio::time::Instant;
 use crate::error::map;
 use crate::keys::Keys;
 use crate::node::{Foreign, Handoff, Node};
+use crate::quorum::gather;
 
 /// The store side of a Redis guard.
 pub(crate) struct RedisLease {
@@ -49,7 +48,20 @@ pub(crate) struct Tally {
     pub foreign: Option<Foreign>,
 }
 
-pub(crate) fn tally(results: Vec<NodeReply>) -> Tally {
+/// How many of `replies` did it, and how many found the lock not ours.
+fn yes_no(replies: &[Option<&NodeReply>]) -> (usize, usize) {
+    let (mut yes, mut no) = (0, 0);
+    for r in replies.iter().flatten() {
+        match r {
+            Ok(Ok(Ok(true))) => yes += 1,
+            Ok(Ok(Ok(false) | Err(_))) => no += 1,
+            _ => {}
+        }
+    }
+    (yes, no)
+}
+
+pub(crate) fn tally(results: impl IntoIterator<Item = NodeReply>) -> Tally {
     let mut t = Tally::default();
     for r in results {
         match r {
@@ -92,19 +104,17 @@ impl Lease for RedisLease {
     async fn renew(&self, ttl: Duration) -> Result<Option<Duration>, LockError> {
         let started = Instant::now();
         let t = self.per_node_timeout;
-        let results = join_all(
-            self.nodes
-                .iter()
-                .map(|n| tokio::time::timeout(t, n.extend(&self.keys, &self.token, ttl))),
-        )
-        .await;
+        let calls = (self.nodes.iter())
+            .map(|node| Some(node.within(t, node.extend(&self.keys, &self.token, ttl))));
+        // Every master that answers is renewed and waited for; a stalled one only briefly.
+        let results = gather(&self.nodes, calls, |_| false).await;
         let Tally {
             yes,
             no,
             last_err,
             foreign,
             ..
-        } = tally(results);
+        } = tally(results.into_iter().flatten());
         if yes >= self.quorum {
             let validity = (self.validity)(ttl);
             if started.elapsed() < validity {
@@ -135,37 +145,42 @@ impl Lease for RedisLease {
             Arc::new(self.keys.clone()),
             Arc::<str>::from(self.token.as_str()),
         );
-        let mut pending: FuturesUnordered<_> =
-            (0..self.nodes.len())
-                .map(|i| {
-                    let (nodes, keys, token) = (
-                        Arc::clone(&self.nodes),
-                        Arc::clone(&keys),
-                        Arc::clone(&token),
-                    );
-                    async move {
-                        tokio::time::timeout(t, nodes[i].release(&keys, &token, handoff)).await
-                    }
-                })
+        // Each node's release is a task of its own: it goes on (and hands the lock to the
+        // next waiter there) after the answer is known.
+        let calls = (0..self.nodes.len()).map(|i| {
+            let (nodes, keys, token) = (
+                Arc::clone(&self.nodes),
+                Arc::clone(&keys),
+                Arc::clone(&token),
+            );
+            Some(tokio::spawn(async move {
+                nodes[i]
+                    .within(t, nodes[i].release(&keys, &token, handoff))
+                    .await
+            }))
+        });
+        // Decided once a quorum answered: our key is then left on no quorum (released), or
+        // was not there (not held).
+        let quorum = self.quorum;
+        let decided = |replies: &[Option<Result<NodeReply, tokio::task::JoinError>>]| {
+            let replies: Vec<Option<&NodeReply>> = replies
+                .iter()
+                .map(|r| r.as_ref().and_then(|r| r.as_ref().ok()))
                 .collect();
-        // Released once a quorum said so: the rest go on in the background (the answer cannot
-        // change, and the next holder's grants do not wait for it).
-        let (mut results, mut released) = (Vec::with_capacity(self.nodes.len()), 0);
-        while let Some(r) = pending.next().await {
-            released += usize::from(matches!(r, Ok(Ok(Ok(true)))));
-            results.push(r);
-            if released >= self.quorum && !pending.is_empty() {
-                tokio::spawn(async move { while pending.next().await.is_some() {} });
-                break;
-            }
-        }
+            let (yes, no) = yes_no(&replies);
+            yes + no >= quorum
+        };
+        let results = gather(&self.nodes, calls, decided).await;
+        // A node not waited for counts as one that did not answer.
+        let unanswered = results.iter().filter(|r| !matches!(r, Some(Ok(_)))).count();
         let Tally {
             yes,
             no,
             errors,
             last_err,
             foreign,
-        } = tally(results);
+        } = tally(results.into_iter().flatten().filter_map(Result::ok));
+        let errors = errors + unanswered;
         if yes >= self.quorum {
             Ok(())
         } else if let Some(f) = foreign {
@@ -178,7 +193,18 @@ impl Lease for RedisLease {
                 ),
                 None,
             ))
-        } else if errors == 0 || no > self.nodes.len() - self.quorum {
+        } else if no > self.nodes.len() - self.quorum {
+            tracing::debug!(name = %self.name, backend = %self.label, released = yes, refused = no, unreachable = errors, "release found the lock no longer ours (NotHeld)");
+            Err(LockError::not_held(
+                &self.name,
+                &self.label,
+                "the lease expired and the key was taken over or removed",
+            ))
+        } else if yes > 0 && yes + no >= self.quorum {
+            // Our key is left on no quorum (at most on masters that did not answer, where its
+            // lease runs out): the lock is free for the next holder.
+            Ok(())
+        } else if errors == 0 {
             tracing::debug!(name = %self.name, backend = %self.label, released = yes, refused = no, unreachable = errors, "release found the lock no longer ours (NotHeld)");
             Err(LockError::not_held(
                 &self.name,

@@ -104,6 +104,7 @@ mod keys;
 mod lease;
 mod node;
 mod permits;
+mod quorum;
 pub use permits::{connect_rwlock, connect_semaphore};
 mod redlock;
 mod scripts;

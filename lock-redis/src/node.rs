@@ -1,5 +1,6 @@
 //! [`Node`]: one Redis server and the script calls distlock makes on it.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -131,6 +132,9 @@ pub(crate) struct Node {
     eviction: EvictionCheck,
     addr: String,
     label: String,
+    /// Set when a call to this node timed out, cleared when it answers: a stalled node is not
+    /// waited for again while the others answer (`quorum::gather`).
+    stalled: Arc<AtomicBool>,
 }
 
 pub(crate) fn ms(d: Duration) -> u64 {
@@ -237,7 +241,36 @@ impl Node {
             eviction: cfg.eviction,
             addr: cfg.nodes[i].to_string(),
             label: label.to_owned(),
+            stalled: Arc::new(AtomicBool::new(false)),
         })
+    }
+
+    /// Whether this node's last call timed out, with no answer since.
+    pub(crate) fn is_stalled(&self) -> bool {
+        self.stalled.load(Ordering::Relaxed)
+    }
+
+    /// Records whether a call to this node timed out (`false`: it answered, an error counts).
+    pub(crate) fn heard(&self, timed_out: bool) {
+        if self.stalled.swap(timed_out, Ordering::Relaxed) != timed_out {
+            tracing::debug!(backend = %self.label, server = %self.addr, stalled = timed_out, "Redis node");
+        }
+    }
+
+    /// `call` on this node bounded by `t`, recording whether it timed out (here, or as the
+    /// connection's own response timeout).
+    pub(crate) async fn within<T>(
+        &self,
+        t: Duration,
+        call: impl std::future::Future<Output = RedisResult<T>>,
+    ) -> Result<RedisResult<T>, tokio::time::error::Elapsed> {
+        let reply = tokio::time::timeout(t, call).await;
+        self.heard(match &reply {
+            Err(_) => true,
+            Ok(Err(e)) => e.is_timeout(),
+            Ok(Ok(_)) => false,
+        });
+        reply
     }
 
     #[allow(clippy::too_many_arguments)]

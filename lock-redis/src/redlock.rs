@@ -40,11 +40,12 @@ use lock_core::LockError;
 use tokio::time::Instant;
 
 use self::fence::{write_back, Fence};
-use crate::acquire::{Bid, Round, Rounds, GRANT_GATHER};
+use crate::acquire::{Bid, Round, Rounds, GRANT_GATHER, WAITER_TTL};
 use crate::clock;
 use crate::config::RedisConfig;
 use crate::keys::Keys;
 use crate::node::{Attempt, Node};
+use crate::quorum::gather;
 
 /// Redlock's clock-drift allowance: ttl·1% + 2 ms.
 fn drift(ttl: Duration) -> Duration {
@@ -122,15 +123,14 @@ impl Redlock {
 
     /// Releases whatever a failed round took, on the masters `on` names (each bounded by `t`),
     /// granting nothing: the head is woken for a round of its own.
+    ///
+    /// A stalled master is waited for only briefly (`quorum::gather`): the undo goes out on
+    /// its connection ahead of this client's next round there, and a key it did not reach runs
+    /// out with its lease anyway.
     async fn undo(&self, keys: &Keys, token: &str, t: Duration, on: &[bool]) {
-        join_all(
-            self.nodes
-                .iter()
-                .zip(on)
-                .filter(|(_, &on)| on)
-                .map(|(n, _)| tokio::time::timeout(t, n.undo(keys, token))),
-        )
-        .await;
+        let calls = (self.nodes.iter().zip(on))
+            .map(|(node, &on)| on.then(|| node.within(t, node.undo(keys, token))));
+        gather(&self.nodes, calls, |_| false).await;
     }
 }
 
@@ -149,9 +149,11 @@ impl Rounds for Redlock {
 
     /// A quarter of the lease (capped by `timeout`), so a dead master cannot eat the lease
     /// (acquire + token write-back take at most half of it) while a slow link (e.g. 100 ms
-    /// round trips under a 1 s lease) still gets its answers counted.
+    /// round trips under a 1 s lease) still gets its answers counted; and at most a quarter of
+    /// a waiter's queue place, so the round that learns a master is stalled (by its timeout)
+    /// never lets the place lapse and a later waiter overtake.
     fn per_node_timeout(&self, ttl: Duration) -> Duration {
-        self.timeout.min((ttl / 4).max(Duration::from_millis(10)))
+        (self.timeout.min(ttl / 4).min(WAITER_TTL / 4)).max(Duration::from_millis(10))
     }
 
     /// `ttl − drift`: each master expires the key by its own clock, which may run faster than
@@ -204,20 +206,21 @@ impl Rounds for Redlock {
         // One token floor for the whole round, so masters whose counters agree grant the same
         // token (the fast path in redlock/fence.rs).
         let floor = Some(self.now_us());
-        let results = join_all(
-            self.nodes
-                .iter()
-                .map(|n| tokio::time::timeout(t, bid.on(n, floor))),
-        )
-        .await;
+        // Every master that answers is waited for (the round queues us there, and may find
+        // foreign data); a stalled one only briefly.
+        let calls = (self.nodes.iter()).map(|node| Some(node.within(t, bid.on(node, floor))));
+        let results = gather(&self.nodes, calls, |_| false).await;
         // Per master: the token it drew if it granted; the counters of those that did not.
         let (mut granted, mut counters) = (vec![None; self.nodes.len()], Vec::new());
         // Per master: the counter the round left there (no answer: none known), and whether
         // it answered that someone else holds the lock (no key of ours to undo there).
         let mut seen = vec![u64::MAX; self.nodes.len()];
         let mut held = vec![false; self.nodes.len()];
-        let (mut pttl, mut errors, mut last_err, mut foreign) = (i64::MAX, 0usize, None, None);
+        let (mut pttl, mut answered, mut last_err, mut foreign) = (i64::MAX, 0usize, None, None);
         for (i, (r, node)) in results.into_iter().zip(self.nodes.iter()).enumerate() {
+            // Not waited for: it is stalled.
+            let Some(r) = r else { continue };
+            answered += usize::from(matches!(r, Ok(Ok(_))));
             match r {
                 Ok(Ok(Attempt::Acquired { token })) => {
                     granted[i] = Some(token);
@@ -234,12 +237,10 @@ impl Rounds for Redlock {
                 Ok(Ok(Attempt::Foreign(f))) => foreign = Some(f),
                 Ok(Err(e)) => {
                     tracing::debug!(backend = %self.label, server = %node.addr(), name, error = %e, "Redlock master failed the acquire round");
-                    errors += 1;
                     last_err = Some(e);
                 }
                 Err(_) => {
                     tracing::debug!(backend = %self.label, server = %node.addr(), name, timeout = ?t, "Redlock master did not answer the acquire round in time");
-                    errors += 1;
                 }
             }
         }
@@ -289,7 +290,6 @@ impl Rounds for Redlock {
                 *s = u64::MAX;
             }
         }
-        let answered = self.nodes.len() - errors;
         if answered < quorum {
             tracing::warn!(backend = %self.label, name, answered, masters = self.nodes.len(), quorum, "Redlock round missed quorum: too few masters answered");
             return Err(LockError::unavailable(

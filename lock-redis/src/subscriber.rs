@@ -187,15 +187,53 @@ impl Subscriber {
         }
     }
 
-    /// Registers `token` as a waiter on `channel`, subscribing first if needed. Errors are
-    /// swallowed into "no push wake-ups" (the waiter's heartbeat still re-checks).
+    /// Registers `token` as a waiter on `channel`, subscribing first if needed, for at most
+    /// `bound` (a stalled server must not hold the waiter past its wait). Errors and a bound
+    /// that ran out are swallowed into "no push wake-ups" (the waiter's heartbeat still
+    /// re-checks, and the next waiter subscribes again).
     pub(crate) async fn wait_on(
         self: &Arc<Self>,
         client: &redis::Client,
         channel: &str,
         token: &str,
+        bound: Duration,
     ) -> Waiting {
+        let waiting = self.join(channel, token);
+        self.subscription(client.clone(), channel.to_owned(), bound)
+            .await;
+        waiting
+    }
+
+    /// Registers `token` as a waiter on `channel`; wake-ups come once the connection is
+    /// subscribed to it ([`Subscriber::subscription`]).
+    pub(crate) fn join(self: &Arc<Self>, channel: &str, token: &str) -> Waiting {
         let wake = self.register(channel, token);
+        self.waiting(wake, channel, token)
+    }
+
+    /// Subscribes to `channel` unless subscribed already, for at most `bound`; an owned
+    /// future, so a subscription a caller stops waiting for can go on in a task of its own.
+    /// `false` when the server did not confirm in time.
+    pub(crate) fn subscription(
+        self: &Arc<Self>,
+        client: redis::Client,
+        channel: String,
+        bound: Duration,
+    ) -> impl std::future::Future<Output = bool> + Send + 'static {
+        let me = Arc::clone(self);
+        async move {
+            let confirmed = tokio::time::timeout(bound, me.subscribe(&client, &channel))
+                .await
+                .is_ok();
+            if !confirmed {
+                tracing::warn!(server = %me.server, ?bound, "redis SUBSCRIBE not confirmed in time; waiters fall back to their heartbeat");
+            }
+            confirmed
+        }
+    }
+
+    /// Subscribes to `channel` (opening the connection first if needed) unless it is already.
+    async fn subscribe(&self, client: &redis::Client, channel: &str) {
         // Every waiter, not only the channel's first, returns only once the server confirmed
         // the subscription: a waiter that looked at the lock again while another waiter's
         // SUBSCRIBE was still on its way could miss the release in between and sleep until
@@ -219,8 +257,6 @@ impl Subscriber {
                 }
             }
         }
-        drop(live);
-        self.waiting(wake, channel, token)
     }
 
     /// Registers `token` as a waiter on `channel` only if this connection is subscribed to it

@@ -37,15 +37,8 @@ async fn proxied_redlock() -> (
     Vec<FaultProxy>,
     std::sync::Arc<dyn lock_core::DistributedLock>,
 ) {
-    let mut proxies = Vec::new();
-    for p in ports(&redlock_url()) {
-        proxies.push(FaultProxy::start(([127, 0, 0, 1], p).into()).await.unwrap());
-    }
-    let hosts: Vec<String> = proxies
-        .iter()
-        .map(|p| format!("127.0.0.1:{}", p.addr().port()))
-        .collect();
-    let lock = connect_or_explain(&format!("redlock://{}?timeout=500ms", hosts.join(","))).await;
+    let (proxies, url) = redlock_proxies().await;
+    let lock = connect_or_explain(&format!("{url}?timeout=500ms")).await;
     (proxies, lock)
 }
 

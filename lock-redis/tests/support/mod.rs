@@ -35,6 +35,21 @@ pub fn ports(url: &str) -> Vec<u16> {
         .collect()
 }
 
+/// A fault proxy in front of each Redlock master, and the `redlock://` URL through them.
+pub async fn redlock_proxies() -> (Vec<lock_core::fault::FaultProxy>, String) {
+    let mut proxies = Vec::new();
+    for p in ports(&redlock_url()) {
+        let proxy = lock_core::fault::FaultProxy::start(([127, 0, 0, 1], p).into());
+        proxies.push(proxy.await.unwrap());
+    }
+    let hosts: Vec<String> = proxies
+        .iter()
+        .map(|p| format!("127.0.0.1:{}", p.addr().port()))
+        .collect();
+    let url = format!("redlock://{}", hosts.join(","));
+    (proxies, url)
+}
+
 /// A fresh lock name for one test.
 pub fn unique(what: &str) -> String {
     format!("redis-{what}-{}", &lock_core::backend::owner_token()[..10])
