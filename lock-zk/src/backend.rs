@@ -3,10 +3,13 @@
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::future::BoxFuture;
-use lock_core::backend::{Attempt, CleanupOnDrop, Deadline, GuardParts, LockBackend, LostSignal};
+use lock_core::backend::{
+    Attempt, Backoff, CleanupOnDrop, Deadline, GuardParts, LockBackend, LostSignal,
+};
 use lock_core::{
     AcquireOptions, Capabilities, CrashRelease, DistributedLock, DistributedRwLock,
     DistributedSemaphore, Leader, LockError, LockGuard, LockInfo, Wakeup,
@@ -32,6 +35,7 @@ pub type BeforeCreate = Arc<dyn Fn(Client, String, String) -> BoxFuture<'static,
 
 /// What one acquisition creates: a node of `kind` with `data` in `dir`, for `name` (in
 /// errors and on the guard); `max_leases` counts only for [`NodeKind::Lease`].
+#[derive(Clone)]
 pub(crate) struct Node<'a> {
     pub name: &'a str,
     pub dir: String,
@@ -246,7 +250,42 @@ impl ZkLock {
     /// One acquisition of `node.dir` with a node of `node.kind` (a lock contender, an election
     /// participant, a reader or writer, a semaphore lease; the recipes differ only in their
     /// node names and in [`NodeKind::turn`]), created with `node.data`.
+    ///
+    /// An attempt that finds the ensemble unavailable (an election after a leader died or
+    /// stalled, a session retired while disconnected) is made again, from the start, while
+    /// the wait lasts (and for at most twice the session or connect timeout): its node, if
+    /// any, is deleted first (`CleanupOnDrop`), so the waiter rejoins the queue at its end.
     pub(crate) async fn acquire_inner(
+        &self,
+        node: Node<'_>,
+        opts: &AcquireOptions,
+        try_only: bool,
+    ) -> Result<Option<LockGuard>, LockError> {
+        let deadline = Deadline::after(opts.wait);
+        let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(1));
+        // An election or a session move takes seconds; an ensemble gone for longer is
+        // reported even to a caller who waits forever.
+        let ride_out = 2 * self.cfg.session_timeout.max(self.cfg.connect_timeout);
+        let mut failing_since = None;
+        loop {
+            let mut this = opts.clone();
+            this.wait = deadline.remaining();
+            let res = self.attempt_once(node.clone(), &this, try_only).await;
+            let failing_for = failing_since.get_or_insert_with(Instant::now).elapsed();
+            match res {
+                Err(e @ LockError::Unavailable { .. })
+                    if !try_only && !deadline.expired() && failing_for < ride_out =>
+                {
+                    tracing::debug!(backend = %self.label, name = node.name, error = %e, "ZooKeeper unavailable; trying again within the wait");
+                    deadline.sleep(backoff.next_delay()).await;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// One attempt of [`ZkLock::acquire_inner`].
+    async fn attempt_once(
         &self,
         node: Node<'_>,
         opts: &AcquireOptions,

@@ -100,6 +100,31 @@ impl Drop for Session {
     }
 }
 
+/// Pause between passes over the servers while none takes a session.
+const CONNECT_RETRY: Duration = Duration::from_millis(200);
+
+/// Connects to `target`, passing over its servers again until `within` has passed: during an
+/// election (a paused or dead leader) every server turns clients away for seconds, and one
+/// pass (`with_fail_eagerly`) would give up long before the caller's connect timeout.
+async fn connect_within(
+    connector: zookeeper_client::Connector,
+    target: &str,
+    within: Duration,
+) -> Result<Client, Error> {
+    let until = Instant::now() + within;
+    loop {
+        match connector.clone().connect(target).await {
+            Err(e @ (Error::NoHosts | Error::ConnectionLoss | Error::Timeout))
+                if Instant::now() + CONNECT_RETRY < until =>
+            {
+                tracing::debug!(%target, error = %e, "no ZooKeeper server took a session; trying them again");
+                tokio::time::sleep(CONNECT_RETRY).await;
+            }
+            other => return other,
+        }
+    }
+}
+
 impl Session {
     /// Opens a session, bounded by the connect timeout; checks that the chroot exists.
     pub(crate) async fn open(cfg: &ZkConfig, label: &str) -> Result<Arc<Session>, LockError> {
@@ -110,7 +135,7 @@ impl Session {
         let target = cfg.connect_string();
         let client = match tokio::time::timeout(
             cfg.connect_timeout + Duration::from_secs(1),
-            connector.connect(&target),
+            connect_within(connector, &target, cfg.connect_timeout),
         )
         .await
         {

@@ -4,7 +4,6 @@
 
 mod support;
 
-use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -120,15 +119,6 @@ async fn session_expiry_makes_the_guard_lost_and_frees_the_lock() {
     proxy.heal();
 }
 
-fn services(args: &[&str]) -> String {
-    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
-    let out = Command::new(format!("{root}/scripts/services.sh"))
-        .args(args)
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// Restarts an ensemble member when dropped, whatever the test did.
 struct Restart(String);
 
@@ -136,16 +126,6 @@ impl Drop for Restart {
     fn drop(&mut self) {
         services(&["start-one", &self.0]);
     }
-}
-
-fn leader_port() -> u16 {
-    let status = services(&["status", "zk-ensemble"]);
-    status
-        .lines()
-        .find(|l| l.contains("(leader)"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|p| p.parse().ok())
-        .expect("no ensemble leader; run `scripts/services.sh up`")
 }
 
 /// The proxy the holder's session runs through, once the holder answers a read of `name`

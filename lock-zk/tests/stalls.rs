@@ -64,3 +64,57 @@ async fn guard_rides_out_stalls_within_the_documented_tolerance() {
     let g2 = other.acquire(&name, &opts).await.unwrap();
     g2.release().await.unwrap();
 }
+
+/// Resumes (SIGCONT) a paused process when dropped, whatever the test did.
+struct Resume(i32);
+
+impl Drop for Resume {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("kill")
+            .args(["-CONT", &self.0.to_string()])
+            .status();
+    }
+}
+
+/// Pauses the ensemble's leader (SIGSTOP: its connections stay open, nothing answers) until
+/// the returned guard is dropped.
+fn pause_the_leader() -> Resume {
+    let leader = leader_port();
+    let pid: i32 = services(&["pid", &format!("zk-{leader}")])
+        .trim()
+        .parse()
+        .expect("the leader's pid");
+    let paused = std::process::Command::new("kill")
+        .args(["-STOP", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(paused.success(), "could not pause zk-{leader} ({pid})");
+    Resume(pid)
+}
+
+/// With the ensemble's leader paused, the others elect a new one within seconds: a client
+/// connected before acquires within its wait, and a new one connects within its connect
+/// timeout, riding out the election instead of failing ("no available hosts").
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_paused_leader_is_ridden_out_by_connect_and_acquire() {
+    let url = format!("{}?connect_timeout=30s", ensemble_url());
+    let before = zk_lock(&url).await;
+    let name = unique("paused-leader");
+    let opts = AcquireOptions::new().wait(Duration::from_secs(30));
+    let resume = pause_the_leader();
+    let began = Instant::now();
+    let (connected, acquired) = tokio::join!(
+        async {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            lock_zk::ZkLock::connect(ZkConfig::from_url(&url).unwrap()).await
+        },
+        before.acquire(&name, &opts),
+    );
+    let took = began.elapsed();
+    drop(resume);
+    let connected = connected.unwrap_or_else(|e| panic!("connect failed after {took:?}: {e}"));
+    let g = acquired.unwrap_or_else(|e| panic!("acquire failed after {took:?}: {e}"));
+    assert!(took < Duration::from_secs(30), "took {took:?}");
+    assert!(connected.try_acquire(&name, &opts).await.unwrap().is_none());
+    g.release().await.unwrap();
+}

@@ -171,3 +171,24 @@ impl Harness for ZkHarness {
         Duration::from_secs(SESSION_SECS) + Duration::from_secs(3)
     }
 }
+
+/// Runs `scripts/services.sh` with `args`; its standard output.
+pub fn services(args: &[&str]) -> String {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let out = std::process::Command::new(format!("{root}/scripts/services.sh"))
+        .args(args)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The client port of the ensemble's leader.
+pub fn leader_port() -> u16 {
+    let status = services(&["status", "zk-ensemble"]);
+    status
+        .lines()
+        .find(|l| l.contains("(leader)"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|p| p.parse().ok())
+        .expect("no ensemble leader; run `scripts/services.sh up`")
+}
