@@ -32,18 +32,27 @@ pub(crate) async fn sleep_or_heal(d: Duration, heal: &mut watch::Receiver<bool>)
 }
 
 /// A client's connections: its proxies and the faults on them right now. Partitions and stalls
-/// black-hole, latency delays; while any cut is active the client is cut, otherwise the largest
-/// active latency applies, otherwise it is healthy.
+/// black-hole, latency delays, lost replies hold what the store sends; while any cut is active
+/// the client is cut, otherwise the largest active latency applies, with replies held while
+/// any hold is active.
 pub(crate) struct Net {
     proxies: Vec<FaultProxy>,
-    state: Mutex<(u32, Vec<u64>)>,
+    state: Mutex<Faults>,
+}
+
+/// The faults active on one client's connections.
+#[derive(Default)]
+struct Faults {
+    cuts: u32,
+    holds: u32,
+    latencies: Vec<u64>,
 }
 
 impl Net {
     pub(crate) fn new(proxies: Vec<FaultProxy>) -> Self {
         Net {
             proxies,
-            state: Mutex::new((0, Vec::new())),
+            state: Mutex::default(),
         }
     }
 
@@ -56,43 +65,55 @@ impl Net {
         self.proxies.is_empty()
     }
 
-    fn update(&self, f: impl FnOnce(&mut (u32, Vec<u64>))) {
+    fn update(&self, f: impl FnOnce(&mut Faults)) {
         let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
         f(&mut s);
         for p in &self.proxies {
-            if s.0 > 0 {
+            if s.cuts > 0 {
                 p.blackhole();
-            } else if let Some(ms) = s.1.iter().max() {
+                continue;
+            }
+            p.heal();
+            if let Some(ms) = s.latencies.iter().max() {
                 p.set_latency(Duration::from_millis(*ms));
-            } else {
-                p.heal();
+            }
+            if s.holds > 0 {
+                p.hold_replies();
             }
         }
     }
 
     pub(crate) fn cut(&self) {
-        self.update(|s| s.0 += 1);
+        self.update(|s| s.cuts += 1);
     }
 
     pub(crate) fn uncut(&self) {
-        self.update(|s| s.0 = s.0.saturating_sub(1));
+        self.update(|s| s.cuts = s.cuts.saturating_sub(1));
+    }
+
+    pub(crate) fn hold_replies(&self) {
+        self.update(|s| s.holds += 1);
+    }
+
+    pub(crate) fn release_replies(&self) {
+        self.update(|s| s.holds = s.holds.saturating_sub(1));
     }
 
     pub(crate) fn add_latency(&self, ms: u64) {
-        self.update(|s| s.1.push(ms));
+        self.update(|s| s.latencies.push(ms));
     }
 
     pub(crate) fn remove_latency(&self, ms: u64) {
         self.update(|s| {
-            if let Some(i) = s.1.iter().position(|x| *x == ms) {
-                s.1.swap_remove(i);
+            if let Some(i) = s.latencies.iter().position(|x| *x == ms) {
+                s.latencies.swap_remove(i);
             }
         });
     }
 
     /// Heals everything (the end of the run).
     pub(crate) fn heal_all(&self) {
-        self.update(|s| *s = (0, Vec::new()));
+        self.update(|s| *s = Faults::default());
     }
 }
 

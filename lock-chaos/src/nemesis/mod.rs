@@ -14,7 +14,7 @@
 //! tests running against the shared set meanwhile see none of them; on the shared set only the
 //! four client faults are drawn.
 //!
-//! | target | stall | client SIGKILL | partition, latency | server-side connection kill | store pause (SIGSTOP) | store kill + restart | follower cut |
+//! | target | stall | client SIGKILL | partition, latency, lost replies | server-side connection kill | store pause (SIGSTOP) | store kill + restart | follower cut |
 //! |---|---|---|---|---|---|---|---|
 //! | sqlite-row | ✓ | ✓ | – | – | – | – | – |
 //! | postgres-row, postgres-for_update, postgres-advisory | ✓ | ✓ | ✓ | ✓ every lock session | ✓ postmaster and all backends | ✓ fast shutdown, start | – |
@@ -24,6 +24,8 @@
 //! | zookeeper | ✓ | ✓ | ✓ | – | ✓ | ✓ SIGKILL, restart from its log | – |
 //! | zookeeper-ensemble | ✓ | ✓ | ✓ | – | ✓ any member or the leader | ✓ the leader or any member | – |
 //! | zookeeper-netns | ✓ | ✓ | ✓ | – | ✓ any member or the leader | ✓ the leader or any member | ✓ a follower from its leader |
+//! | etcd | ✓ | ✓ | ✓ | – | ✓ | ✓ | – |
+//! | etcd-cluster | ✓ | ✓ | ✓ | – | ✓ any member or the leader | ✓ the leader or any member | – |
 //!
 //! At most one store fault runs at a time (Redlock: two, on distinct masters, a quorum stays);
 //! client faults overlap each other and store faults freely.
@@ -168,6 +170,15 @@ async fn apply(ctx: Arc<Ctx>, e: Event) -> Applied {
                 sleep_or_heal(ms(for_ms), &mut heal).await;
                 n.uncut();
                 Ok(format!("client-{client} cut"))
+            }
+            None => Err("skipped: no network".into()),
+        },
+        Fault::LostReplies { client, for_ms } => match net(client) {
+            Some(n) => {
+                n.hold_replies();
+                sleep_or_heal(ms(for_ms), &mut heal).await;
+                n.release_replies();
+                Ok(format!("client-{client}'s replies held"))
             }
             None => Err("skipped: no network".into()),
         },
@@ -396,6 +407,8 @@ pub async fn run(t: &Target, pg: &str, o: &RunOptions) -> Result<NemesisReport, 
     // Judge.
     report.acquisitions = counters.acquisitions.load(Ordering::SeqCst);
     report.failed_attempts = counters.failed.load(Ordering::SeqCst);
+    report.wait_overruns = counters.overruns.load(Ordering::SeqCst);
+    report.worst_overrun_ms = counters.worst_overrun_ms.load(Ordering::SeqCst);
     let windows = ctx.store.windows();
     for h in &histories {
         let j = h.judge(&windows, started);

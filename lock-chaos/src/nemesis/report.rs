@@ -50,6 +50,10 @@ pub struct NemesisReport {
     pub acquisitions: u64,
     /// Acquire attempts that failed (timeouts, unreachable store).
     pub failed_attempts: u64,
+    /// Acquires that returned later than their wait plus the stated bound (must be 0).
+    pub wait_overruns: u64,
+    /// How far past that bound the latest of them returned, in ms.
+    pub worst_overrun_ms: u64,
     /// Writes the fenced resources accepted.
     pub writes_accepted: u64,
     /// Overlapping believed-valid holds where the backend claims safety (must be 0).
@@ -100,6 +104,14 @@ impl NemesisReport {
             v.push(format!(
                 "{} tokens not above the previous holder's",
                 self.token_regressions
+            ));
+        }
+        if self.wait_overruns > 0 {
+            v.push(format!(
+                "{} acquires returned past their wait plus {:?} (worst by {} ms)",
+                self.wait_overruns,
+                super::worker::OVERRUN_BOUND,
+                self.worst_overrun_ms
             ));
         }
         if self.acquisitions == 0 {
@@ -165,9 +177,10 @@ impl NemesisReport {
         };
         let _ = writeln!(
             s,
-            "| holds | failed attempts | writes accepted | stale writes rejected | stale writes accepted (out of order) | overlaps where safety is claimed | overlaps excused | token regressions | token regressions excused | liveness after heal | left in store | verdict |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|\n| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| holds | failed attempts | wait overruns | writes accepted | stale writes rejected | stale writes accepted (out of order) | overlaps where safety is claimed | overlaps excused | token regressions | token regressions excused | liveness after heal | left in store | verdict |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|\n| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             self.acquisitions,
             self.failed_attempts,
+            self.wait_overruns,
             self.writes_accepted,
             self.stale_rejected,
             self.out_of_order,

@@ -26,6 +26,9 @@ pub enum Kind {
     Partition,
     /// Added latency on a client's connections.
     Latency,
+    /// What the store sends a client is held (its requests still arrive and are applied):
+    /// every reply is lost until healed.
+    LostReplies,
     /// The database kills every lock session server-side (`pg_terminate_backend` / `KILL`).
     ServerKill,
     /// A store process (or member) is paused with SIGSTOP, then resumed with SIGCONT.
@@ -38,11 +41,12 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind, in report order.
-    pub const ALL: [Kind; 8] = [
+    pub const ALL: [Kind; 9] = [
         Kind::Stall,
         Kind::ClientKill,
         Kind::Partition,
         Kind::Latency,
+        Kind::LostReplies,
         Kind::ServerKill,
         Kind::StorePause,
         Kind::StoreRestart,
@@ -56,6 +60,7 @@ impl Kind {
             Kind::ClientKill => "client SIGKILL",
             Kind::Partition => "partition client↔store",
             Kind::Latency => "latency",
+            Kind::LostReplies => "replies lost (requests applied)",
             Kind::ServerKill => "server-side connection kill",
             Kind::StorePause => "store pause (SIGSTOP)",
             Kind::StoreRestart => "store kill and restart",
@@ -115,6 +120,14 @@ pub enum Fault {
         /// How long.
         for_ms: u64,
     },
+    /// The store's replies to the client are held for `for_ms` (its requests go through and
+    /// are applied), then delivered.
+    LostReplies {
+        /// Which client.
+        client: usize,
+        /// How long.
+        for_ms: u64,
+    },
     /// Every session of the lock database is killed by the server.
     ServerKill,
     /// A store member is paused (SIGSTOP) for `for_ms`, then resumed.
@@ -148,6 +161,7 @@ impl Fault {
             Fault::ClientKill { .. } => Kind::ClientKill,
             Fault::Partition { .. } => Kind::Partition,
             Fault::Latency { .. } => Kind::Latency,
+            Fault::LostReplies { .. } => Kind::LostReplies,
             Fault::ServerKill => Kind::ServerKill,
             Fault::StorePause { .. } => Kind::StorePause,
             Fault::StoreRestart { .. } => Kind::StoreRestart,
@@ -161,7 +175,8 @@ impl Fault {
             Fault::Stall { client }
             | Fault::ClientKill { client, .. }
             | Fault::Partition { client, .. }
-            | Fault::Latency { client, .. } => Some(*client),
+            | Fault::Latency { client, .. }
+            | Fault::LostReplies { client, .. } => Some(*client),
             _ => None,
         }
     }
@@ -173,6 +188,7 @@ impl Fault {
             Fault::ClientKill { respawn_ms, .. } => *respawn_ms,
             Fault::Partition { for_ms, .. }
             | Fault::Latency { for_ms, .. }
+            | Fault::LostReplies { for_ms, .. }
             | Fault::StorePause { for_ms, .. }
             | Fault::FollowerCut { for_ms, .. } => *for_ms,
             Fault::StoreRestart { down_ms, .. } => *down_ms,
@@ -216,7 +232,7 @@ pub fn profile(label: &str, networked: bool, processes: bool, store_faults: bool
         kinds.push(Kind::ClientKill);
     }
     if networked {
-        kinds.extend([Kind::Partition, Kind::Latency]);
+        kinds.extend([Kind::Partition, Kind::Latency, Kind::LostReplies]);
     }
     let mut p = Profile {
         kinds,
@@ -289,6 +305,10 @@ fn client_fault(rng: &mut StdRng, kind: Kind) -> Fault {
             respawn_ms: rng.random_range(100..2000),
         },
         Kind::Partition => Fault::Partition {
+            client: any,
+            for_ms: rng.random_range(200..2500),
+        },
+        Kind::LostReplies => Fault::LostReplies {
             client: any,
             for_ms: rng.random_range(200..2500),
         },

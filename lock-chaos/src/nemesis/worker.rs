@@ -1,6 +1,8 @@
-//! The contending clients. Each loops: pick a name, acquire (lease [`LEASE`], waiting up to
-//! 3 s), write to the name's fenced resource with its token for 5-60 ms while `lost()` has not
-//! fired, release. A [`Recorder`] takes each hold's start and end: in this process straight
+//! The contending clients. Each loops: pick a name, acquire (lease [`LEASE`], or now and then
+//! for a client of this process the default lease; waiting up to [`WAIT`]), now and then
+//! `extend` to a shorter or longer lease, write to the name's fenced resource with its token
+//! for 5-60 ms while `lost()` has not fired, release. An acquire that returns later than its
+//! wait plus [`OVERRUN_BOUND`] is a wait overrun. A [`Recorder`] takes each hold's start and end: in this process straight
 //! into the [`History`]; in a client process ([`child_main`]) as lines on standard output with
 //! `CLOCK_MONOTONIC` times, which [`ProcClient`] turns back into holds on the parent's clock —
 //! so a SIGKILLed client's holds are judged like any other, ending at its death.
@@ -29,6 +31,13 @@ use crate::takeover::LEASE;
 /// After the heal, every client must get every name within this.
 pub const LIVENESS_BOUND: Duration = Duration::from_secs(20);
 
+/// How long an acquire waits.
+pub const WAIT: Duration = Duration::from_secs(3);
+
+/// How late past its wait an acquire may return: a call in flight at the deadline ends at its
+/// own timeout (Redis's 3 s by default, a ZooKeeper connection's loss after 2/5 of its session).
+pub const OVERRUN_BOUND: Duration = Duration::from_secs(5);
+
 /// Where a client's holds go.
 pub(crate) trait Recorder: Send + Sync + 'static {
     /// A hold of name `n` began now, from an acquire called at `asked`; its id.
@@ -37,6 +46,8 @@ pub(crate) trait Recorder: Send + Sync + 'static {
     fn ended(&self, n: usize, hold: usize, at: Instant, lost: bool);
     /// An acquire attempt failed.
     fn failed(&self);
+    /// An acquire returned `late` after its wait plus [`OVERRUN_BOUND`].
+    fn overran(&self, late: Duration);
 }
 
 /// Counts shared by every client of a run.
@@ -44,6 +55,16 @@ pub(crate) trait Recorder: Send + Sync + 'static {
 pub(crate) struct Counters {
     pub(crate) acquisitions: AtomicU64,
     pub(crate) failed: AtomicU64,
+    /// Acquires that returned past their wait plus [`OVERRUN_BOUND`], and the latest (ms).
+    pub(crate) overruns: AtomicU64,
+    pub(crate) worst_overrun_ms: AtomicU64,
+}
+
+impl Counters {
+    fn overran(&self, late_ms: u64) {
+        self.overruns.fetch_add(1, Ordering::SeqCst);
+        self.worst_overrun_ms.fetch_max(late_ms, Ordering::SeqCst);
+    }
 }
 
 /// A client of this process: holds go straight into the histories.
@@ -66,6 +87,10 @@ impl Recorder for Local {
     fn failed(&self) {
         self.counters.failed.fetch_add(1, Ordering::SeqCst);
     }
+
+    fn overran(&self, late: Duration) {
+        self.counters.overran(late.as_millis() as u64);
+    }
 }
 
 /// One contending client.
@@ -87,13 +112,21 @@ pub(crate) async fn contend<R: Recorder>(
     rng: &mut StdRng,
     stop: &AtomicBool,
 ) {
-    let opts = AcquireOptions::new()
-        .ttl(LEASE)
-        .wait(Duration::from_secs(3));
+    let short = AcquireOptions::new().ttl(LEASE).wait(WAIT);
+    let default_lease = AcquireOptions::new().wait(WAIT);
     while !stop.load(Ordering::SeqCst) {
         let n = rng.random_range(0..w.names.len());
+        // One hold in four of a client of this process (never SIGKILLed, so it never leaves a
+        // long lease behind) takes the default lease; a stall is only applied to a short one.
+        let stall_due = w.stall.as_ref().is_none_or(|s| s.load(Ordering::SeqCst));
+        let long = !stall_due && rng.random_ratio(1, 4);
+        let opts = if long { &default_lease } else { &short };
         let asked = Instant::now();
-        let g = match w.lock.acquire(&w.names[n], &opts).await {
+        let got = w.lock.acquire(&w.names[n], opts).await;
+        if let Some(late) = asked.elapsed().checked_sub(WAIT + OVERRUN_BOUND) {
+            rec.overran(late);
+        }
+        let g = match got {
             Ok(g) => g,
             Err(e) => {
                 rec.failed();
@@ -113,10 +146,10 @@ pub(crate) async fn contend<R: Recorder>(
             })
         };
         let res = &w.resources[n];
-        let stall = w
-            .stall
-            .as_ref()
-            .is_some_and(|s| s.swap(false, Ordering::SeqCst));
+        let stall = !long
+            && w.stall
+                .as_ref()
+                .is_some_and(|s| s.swap(false, Ordering::SeqCst));
         if stall {
             // Frozen for 2.5 leases without looking at lost(), then a write with the old token.
             let late = format!("{}/late", w.who);
@@ -142,6 +175,11 @@ pub(crate) async fn contend<R: Recorder>(
                 }
             }
         } else {
+            // Now and then a shorter or a longer lease, mid-hold; a failed extend may end it.
+            if rng.random_ratio(1, 3) {
+                let ttl = LEASE * rng.random_range(1..=4) / 2;
+                let _ = g.extend(ttl).await;
+            }
             let end = Instant::now() + Duration::from_millis(rng.random_range(5..60));
             while Instant::now() < end && !g.is_lost() {
                 if res.write(&w.who, token).await.is_err() {
@@ -203,6 +241,10 @@ impl Recorder for Lines {
 
     fn failed(&self) {
         println!("FAIL");
+    }
+
+    fn overran(&self, late: Duration) {
+        println!("OVERRUN {}", late.as_millis());
     }
 }
 
@@ -446,6 +488,9 @@ impl ProcClient {
                     }
                     Some("FAIL") => {
                         counters.failed.fetch_add(1, Ordering::SeqCst);
+                    }
+                    Some("OVERRUN") => {
+                        counters.overran(int(1).unwrap_or(0) as u64);
                     }
                     Some("LIVE") => {
                         let mut live = live.lock().unwrap_or_else(|p| p.into_inner());
