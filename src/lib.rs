@@ -38,6 +38,9 @@ mod registry;
 use std::sync::Arc;
 
 pub use config::LockConfig;
+#[cfg(feature = "metrics")]
+#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+pub use lock_core::metrics;
 pub use lock_core::{
     elect, elect_with, Access, AcquireOptions, BoxError, Capabilities, CrashRelease,
     DistributedLock, DistributedRwLock, DistributedSemaphore, Leader, Leadership, LockContext,

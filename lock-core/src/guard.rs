@@ -16,6 +16,7 @@
 
 use std::fmt;
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -24,6 +25,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::backend::{Lease, LostSignal};
+use crate::metrics::Loss;
 use crate::renewals::{Renewable, Slot, Step};
 use crate::LockError;
 
@@ -73,6 +75,11 @@ struct Shared {
     renewing: tokio::sync::Mutex<()>,
     /// This guard's place with the runtime's renewal scheduler.
     slot: Slot,
+    /// When the guard was handed out, and whether its hold and its loss were recorded
+    /// ([`crate::metrics`]: each once).
+    granted_at: Instant,
+    hold_recorded: AtomicBool,
+    loss_recorded: AtomicBool,
 }
 
 impl Shared {
@@ -170,7 +177,7 @@ impl Shared {
                 Ok(())
             }
             Err(e @ (LockError::NotHeld { .. } | LockError::Lost { .. })) => {
-                self.lose(e.to_string());
+                self.lose(Loss::Refused, e.to_string());
                 return Err(e);
             }
             Err(e) => {
@@ -179,12 +186,17 @@ impl Shared {
             }
         };
         if self.deadline().is_some_and(|d| Instant::now() >= d) {
-            self.lose(match &res {
-                Ok(()) => format!("the store confirmed the {ttl:?} renewal only after it ran out"),
-                Err(e) => format!(
+            self.lose(
+                Loss::LeaseRanOut,
+                match &res {
+                    Ok(()) => {
+                        format!("the store confirmed the {ttl:?} renewal only after it ran out")
+                    }
+                    Err(e) => format!(
                     "the {ttl:?} renewal may have been applied and was not confirmed in time: {e}"
                 ),
-            });
+                },
+            );
         }
         match self.lost.reason() {
             Some(reason) => Err(LockError::not_held(&self.name, &self.backend, reason)),
@@ -204,10 +216,38 @@ impl Shared {
     }
 
     /// Marks the lock lost (once) and says so in the log.
-    fn lose(&self, reason: String) {
+    fn lose(&self, why: Loss, reason: String) {
         if self.lost.mark_lost(reason.clone()) {
             tracing::warn!(name = %self.name, backend = %self.backend, token = self.token, %reason, "lock lost");
+            self.record_loss(why);
+        } else {
+            // The backend's own signal came first.
+            self.record_loss(Loss::Store);
         }
+    }
+
+    /// Records the loss (once) and the hold it ended.
+    fn record_loss(&self, why: Loss) {
+        if !self.loss_recorded.swap(true, AtomicOrdering::SeqCst) {
+            crate::metrics::lost(&self.backend, &self.name, why);
+            self.record_hold();
+        }
+    }
+
+    /// Records the hold (once): at the release, the drop or the loss, whichever is first.
+    fn record_hold(&self) {
+        if !self.hold_recorded.swap(true, AtomicOrdering::SeqCst) {
+            crate::metrics::held(&self.backend, &self.name, self.granted_at.elapsed());
+        }
+    }
+
+    /// The end of the guard (release or drop): a loss the backend signalled is recorded now
+    /// if nothing noticed it before, then the hold.
+    fn record_end(&self) {
+        if self.lost.is_lost() {
+            self.record_loss(Loss::Store);
+        }
+        self.record_hold();
     }
 
     fn lost_error(&self, reason: String) -> LockError {
@@ -304,6 +344,9 @@ impl LockGuard {
             }),
             renewing: tokio::sync::Mutex::new(()),
             slot: Slot::new(parts.renew || valid_until.is_some()),
+            granted_at: Instant::now(),
+            hold_recorded: AtomicBool::new(false),
+            loss_recorded: AtomicBool::new(false),
         });
         tracing::debug!(name = %shared.name, backend = %shared.backend, token = shared.token, "lock acquired");
         shared.reschedule();
@@ -466,6 +509,7 @@ impl LockGuard {
     pub async fn release(mut self) -> Result<(), LockError> {
         self.finished = true;
         self.shared.slot.stop();
+        self.shared.record_end();
         let span = tracing::debug_span!("release", name = %self.shared.name, backend = %self.shared.backend, token = self.shared.token);
         let res = self.shared.lease.release().instrument(span).await;
         match &res {
@@ -539,6 +583,9 @@ impl LockContext {
 impl Drop for LockGuard {
     fn drop(&mut self) {
         self.shared.slot.stop();
+        if !self.finished {
+            self.shared.record_end();
+        }
         // A lost guard is released too: every backend's release is owner-checked (it never
         // touches another holder's lock), and it frees what a lost guard may still occupy
         // (a ZooKeeper node of a live session, a row or key not yet expired).
@@ -587,7 +634,7 @@ impl Renewable for Shared {
     }
 
     fn unscheduled(&self, why: &str) {
-        self.lose(format!("renewal stopped: {why}"));
+        self.lose(Loss::RenewalStopped, format!("renewal stopped: {why}"));
     }
 }
 
@@ -601,6 +648,7 @@ async fn renew_once(shared: Arc<Shared>, gen: u64) -> Step {
     if let Some(reason) = shared.lost.reason() {
         // Lost through the backend's own signal (session expiry, a dead connection).
         tracing::warn!(name = %shared.name, backend = %shared.backend, token = shared.token, %reason, "lock lost");
+        shared.record_loss(Loss::Store);
         return Step::Done;
     }
     let ttl = shared.snapshot().0;
@@ -613,9 +661,12 @@ async fn renew_once(shared: Arc<Shared>, gen: u64) -> Step {
             // An `extend` renewed meanwhile and filed its own schedule.
             Err(_) if !shared.slot.is_current(gen) => return Step::Done,
             Err(_) => {
-                shared.lose(format!(
-                    "the {ttl:?} lease ran out while an extend was still waiting for the store"
-                ));
+                shared.lose(
+                    Loss::LeaseRanOut,
+                    format!(
+                        "the {ttl:?} lease ran out while an extend was still waiting for the store"
+                    ),
+                );
                 return Step::Done;
             }
         },
@@ -631,7 +682,7 @@ async fn renew_once(shared: Arc<Shared>, gen: u64) -> Step {
         } else {
             format!("the {ttl:?} lease ran out (renewal is off)")
         };
-        shared.lose(why);
+        shared.lose(Loss::LeaseRanOut, why);
         return Step::Done;
     }
     let again = |retry| match shared.slot.next_generation() {
@@ -650,6 +701,7 @@ async fn renew_once(shared: Arc<Shared>, gen: u64) -> Step {
         }
         Err(_) if shared.lost.is_lost() => Step::Done,
         Err(e) => {
+            crate::metrics::renewal_failed(&shared.backend, &shared.name);
             tracing::warn!(name = %shared.name, backend = %shared.backend, error = %e, "renewal failed; retrying");
             again(Some(shared.retry_after()))
         }

@@ -37,6 +37,7 @@ pub mod info;
 pub mod leader;
 pub mod lock;
 pub mod memory;
+pub mod metrics;
 pub mod options;
 pub mod permits;
 pub mod recipes;

@@ -141,9 +141,13 @@ impl<B: LockBackend> DistributedLock for B {
     async fn acquire(&self, name: &str, opts: &AcquireOptions) -> Result<LockGuard, LockError> {
         attempt::checked(name, opts)?;
         let span = tracing::debug_span!("acquire", backend = %self.backend_name(), name = %name);
-        let got = attempt::live(self.backend_name(), name, opts, |o| async move {
-            self.attempt(name, &o, Attempt::Wait).await
-        })
+        let got = attempt::live(
+            self.backend_name(),
+            name,
+            opts,
+            Attempt::Wait,
+            |o| async move { self.attempt(name, &o, Attempt::Wait).await },
+        )
         .instrument(span)
         .await?;
         attempt::or_timeout(got, name, self.backend_name(), opts)
@@ -157,9 +161,13 @@ impl<B: LockBackend> DistributedLock for B {
         attempt::checked(name, opts)?;
         let span =
             tracing::debug_span!("try_acquire", backend = %self.backend_name(), name = %name);
-        attempt::live(self.backend_name(), name, opts, |o| async move {
-            self.attempt(name, &o, Attempt::Try).await
-        })
+        attempt::live(
+            self.backend_name(),
+            name,
+            opts,
+            Attempt::Try,
+            |o| async move { self.attempt(name, &o, Attempt::Try).await },
+        )
         .instrument(span)
         .await
     }
@@ -186,9 +194,13 @@ impl<B: LockBackend> DistributedLock for B {
         let opts = opts.clone().holder(identity);
         attempt::checked(group, &opts)?;
         let span = tracing::debug_span!("campaign", backend = %self.backend_name(), name = %group);
-        let won = attempt::live(self.backend_name(), group, &opts, |o| async move {
-            LockBackend::campaign(self, group, &o).await
-        })
+        let won = attempt::live(
+            self.backend_name(),
+            group,
+            &opts,
+            Attempt::Wait,
+            |o| async move { LockBackend::campaign(self, group, &o).await },
+        )
         .instrument(span)
         .await?;
         attempt::or_timeout(won, group, self.backend_name(), &opts)

@@ -123,9 +123,13 @@ impl<B: RwLockBackend> DistributedRwLock for B {
         opts: &AcquireOptions,
     ) -> Result<LockGuard, LockError> {
         attempt::checked(name, opts)?;
-        let got = attempt::live(self.backend_name(), name, opts, |o| async move {
-            self.attempt(name, access, &o, Attempt::Wait).await
-        })
+        let got = attempt::live(
+            self.backend_name(),
+            name,
+            opts,
+            Attempt::Wait,
+            |o| async move { self.attempt(name, access, &o, Attempt::Wait).await },
+        )
         .await?;
         attempt::or_timeout(got, name, self.backend_name(), opts)
     }
@@ -137,9 +141,13 @@ impl<B: RwLockBackend> DistributedRwLock for B {
         opts: &AcquireOptions,
     ) -> Result<Option<LockGuard>, LockError> {
         attempt::checked(name, opts)?;
-        attempt::live(self.backend_name(), name, opts, |o| async move {
-            self.attempt(name, access, &o, Attempt::Try).await
-        })
+        attempt::live(
+            self.backend_name(),
+            name,
+            opts,
+            Attempt::Try,
+            |o| async move { self.attempt(name, access, &o, Attempt::Try).await },
+        )
         .await
     }
 

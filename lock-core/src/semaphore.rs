@@ -140,9 +140,13 @@ impl<B: SemaphoreBackend> DistributedSemaphore for B {
         opts: &AcquireOptions,
     ) -> Result<LockGuard, LockError> {
         checked(name, max_count, opts)?;
-        let got = attempt::live(self.backend_name(), name, opts, |o| async move {
-            self.attempt(name, max_count, &o, Attempt::Wait).await
-        })
+        let got = attempt::live(
+            self.backend_name(),
+            name,
+            opts,
+            Attempt::Wait,
+            |o| async move { self.attempt(name, max_count, &o, Attempt::Wait).await },
+        )
         .await?;
         attempt::or_timeout(got, name, self.backend_name(), opts)
     }
@@ -154,9 +158,13 @@ impl<B: SemaphoreBackend> DistributedSemaphore for B {
         opts: &AcquireOptions,
     ) -> Result<Option<LockGuard>, LockError> {
         checked(name, max_count, opts)?;
-        attempt::live(self.backend_name(), name, opts, |o| async move {
-            self.attempt(name, max_count, &o, Attempt::Try).await
-        })
+        attempt::live(
+            self.backend_name(),
+            name,
+            opts,
+            Attempt::Try,
+            |o| async move { self.attempt(name, max_count, &o, Attempt::Try).await },
+        )
         .await
     }
 

@@ -11,6 +11,7 @@ use async_trait::async_trait;
 
 use crate::info::{Access, RwLockInfo, SemaphoreInfo};
 use crate::leader::{leader_by_inspect, Leader};
+use crate::metrics::Outcome;
 use crate::{AcquireOptions, Capabilities, LockError, LockGuard, LockInfo};
 
 /// How one attempt treats a lock someone else holds.
@@ -189,13 +190,37 @@ pub(crate) async fn live<F, Fut>(
     backend: &str,
     name: &str,
     opts: &AcquireOptions,
-    mut attempt: F,
+    how: Attempt,
+    attempt: F,
 ) -> Result<Option<LockGuard>, LockError>
 where
     F: FnMut(AcquireOptions) -> Fut,
     Fut: Future<Output = Result<Option<LockGuard>, LockError>>,
 {
     let started = tokio::time::Instant::now();
+    let got = live_once(backend, name, opts, started, attempt).await;
+    let outcome = match (&got, how) {
+        (Ok(Some(_)), _) => Outcome::Acquired,
+        (Ok(None), Attempt::Wait) => Outcome::TimedOut,
+        (Ok(None), _) => Outcome::Busy,
+        (Err(_), _) => Outcome::Error,
+    };
+    crate::metrics::acquisition(backend, name, outcome, started.elapsed());
+    got
+}
+
+/// [`live`] without the metrics.
+async fn live_once<F, Fut>(
+    backend: &str,
+    name: &str,
+    opts: &AcquireOptions,
+    started: tokio::time::Instant,
+    mut attempt: F,
+) -> Result<Option<LockGuard>, LockError>
+where
+    F: FnMut(AcquireOptions) -> Fut,
+    Fut: Future<Output = Result<Option<LockGuard>, LockError>>,
+{
     let mut now = opts.clone();
     for _ in 0..BORN_LOST_ATTEMPTS {
         match attempt(now.clone()).await? {
