@@ -208,6 +208,7 @@ async fn main() {
             "etcd-cluster",
         ]
         .contains(&t.label)
+            || t.template.starts_with("mysql")
         {
             push(store_faults::store_paused(t, pg).await, "store paused");
         }

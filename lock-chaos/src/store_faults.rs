@@ -384,9 +384,10 @@ async fn pause_process(member: &str, pause: Duration) -> Result<String, String> 
 }
 
 /// The store process paused (SIGSTOP) for 2.5 leases while two clients take turns, then resumed:
-/// the Redis server, one Redlock master, or the ZooKeeper ensemble's leader. No overlap: a
-/// holder whose renewals cannot get through reports `lost()` before its lease (or validity)
-/// runs out, and the store hands the lock on only after it resumes.
+/// the Redis server, one Redlock master, the ZooKeeper ensemble's leader, etcd (a member or the
+/// cluster's leader) or MariaDB (every mode; the fenced resource lives in PostgreSQL). No
+/// overlap: a holder whose renewals cannot get through reports `lost()` before its lease (or
+/// validity) runs out, and the store hands the lock on only after it resumes.
 pub async fn store_paused(t: &Target, pg: &str) -> Result<Outcome, String> {
     let (member, url) = match t.label {
         "redis" => (format!("redis-{}", t.port(0).unwrap_or_default()), t.url()),
@@ -400,6 +401,7 @@ pub async fn store_paused(t: &Target, pg: &str) -> Result<Outcome, String> {
             format!("etcd-{}", ServiceSet::from_env()?.etcd_leader()?),
             t.url(),
         ),
+        _ if t.template.starts_with("mysql") => ("mysql".to_owned(), t.url()),
         other => return Err(format!("no store pause scenario for {other}")),
     };
     contend_through(
