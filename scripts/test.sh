@@ -22,5 +22,9 @@ if cargo tree -p distlock --no-default-features -e normal --prefix none | grep -
     exit 1
 fi
 
+# What the registry would get: every published package's manifest and file list (docs/ and the
+# harnesses stay out). Verification builds are left to release time: they rebuild everything.
+cargo package -q --workspace --exclude benches --exclude lock-chaos --no-verify --allow-dirty
+
 # Every crate's unit, conformance, fault and process tests on the real servers.
 cargo test --workspace --all-features -- --test-threads="${DISTLOCK_TEST_THREADS:-4}"
