@@ -492,8 +492,10 @@ impl LockGuard {
             return Err(LockError::not_held(&shared.name, &shared.backend, reason));
         }
         let started = Instant::now();
-        // Until the store confirms, it may have applied the new lease the moment it was sent.
+        // Until the store confirms, it may have applied the new lease the moment it was sent;
+        // filed at once, so a caller that drops this future still gets `lost()` on time.
         shared.record_unknown(ttl, started);
+        shared.reschedule();
         let res = shared.renew_until_deadline(ttl).await;
         let res = shared.settle(ttl, started, res);
         // Renewed or not, the schedule counts from what is recorded now.
@@ -1022,6 +1024,21 @@ mod tests {
         // And nothing confirms it before that runs out: lost by then.
         tokio::time::sleep(Duration::from_millis(1000)).await;
         assert!(g.is_lost(), "{g:?}");
+        g.abandon();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_cancelled_shorter_extend_still_ends_the_guard_on_time() {
+        let lease = Arc::new(Hung::default());
+        let mut p = renewing(Arc::clone(&lease) as Arc<dyn Lease>);
+        p.ttl = Duration::from_secs(30);
+        p.validity = Some(p.ttl);
+        let g = p.into_guard();
+        // The caller gives up on the extend; the store may have applied the 2 s lease.
+        let _ = tokio::time::timeout(Duration::from_millis(100), g.extend(Duration::from_secs(2)))
+            .await;
+        tokio::time::sleep(Duration::from_millis(1950)).await;
+        assert!(g.is_lost(), "believed past a 2 s lease it may hold: {g:?}");
         g.abandon();
     }
 

@@ -338,13 +338,12 @@ async fn subscribe<R: Rounds>(
     per_node: Duration,
 ) -> Vec<Waiting> {
     let joined = subscribers.iter().map(|s| s.join(channel, token)).collect();
+    // The pub/sub connection is not the node's command connection: its outcome says nothing
+    // of the stalled mark.
     let confirmations = rounds.nodes().iter().zip(subscribers).map(|(n, s)| {
-        let node = n.clone();
         let subscription = s.subscription(n.client.clone(), channel.to_owned(), per_node);
         Some(tokio::spawn(async move {
-            let confirmed = subscription.await;
-            node.heard(!confirmed);
-            confirmed
+            matches!(subscription.await, Ok(true))
         }))
     });
     let quorum = rounds.quorum();

@@ -257,8 +257,9 @@ impl Node {
         }
     }
 
-    /// `call` on this node bounded by `t`, recording whether it timed out (here, or as the
-    /// connection's own response timeout).
+    /// `call` on this node bounded by `t`, recording whether the node failed to answer: it
+    /// timed out (here, or as the connection's own response timeout) or the connection failed.
+    /// Only a reply from the server (an error reply included) clears the mark.
     pub(crate) async fn within<T>(
         &self,
         t: Duration,
@@ -267,7 +268,7 @@ impl Node {
         let reply = tokio::time::timeout(t, call).await;
         self.heard(match &reply {
             Err(_) => true,
-            Ok(Err(e)) => e.is_timeout(),
+            Ok(Err(e)) => e.is_timeout() || e.is_io_error() || e.is_connection_dropped(),
             Ok(Ok(_)) => false,
         });
         reply

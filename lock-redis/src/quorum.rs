@@ -3,10 +3,11 @@
 //! A Redlock call needs a quorum of masters, not all of them. Waiting for the slowest turns
 //! one stalled master (a paused process or a blackholed route: connections stay open, nothing
 //! answers) into a per-node timeout on every acquisition, renewal, release and undo. So a node
-//! whose last call timed out ([`Node::is_stalled`]) is waited for, once every other node
-//! answered, only for a grace as long as the call took so far (at least [`MIN_GRACE`]): enough
-//! for a node that recovered, never a timeout. Its first answer clears the mark
-//! ([`Node::within`]). Every other node is waited for: a round queues the waiter on each
+//! whose last call timed out ([`Node::is_stalled`]) is waited for, once every other node called
+//! answered (and at least one did), only for a grace as long as the call took so far (at least
+//! [`MIN_GRACE`]): enough for a node that recovered, never a timeout. An answer within a call's
+//! bound clears the mark ([`Node::within`]); a call cut off by the grace leaves it. Every other
+//! node is waited for: a round queues the waiter on each
 //! master and must see foreign data on any, and a renewal extends each. A caller whose calls
 //! run as tasks of their own (a release) may also stop once its outcome is decided.
 
@@ -42,10 +43,12 @@ where
             pending.push(async move { (i, call.await) });
         }
     }
-    let mut grace = None;
+    let (mut grace, mut answered) = (None, 0);
     while !pending.is_empty() && !decided(&replies) {
+        // Only once some node answered: when every node called is stalled (a client-side
+        // outage), each gets its whole bound, as it did before any was marked.
         let only_stalled_left = (waiting.iter().zip(nodes)).all(|(&w, n)| !w || n.is_stalled());
-        if only_stalled_left && grace.is_none() {
+        if only_stalled_left && answered > 0 && grace.is_none() {
             let pause = started.elapsed().max(MIN_GRACE);
             grace = Some(Box::pin(tokio::time::sleep(pause)));
         }
@@ -59,6 +62,7 @@ where
         let Some((i, reply)) = next else { break };
         waiting[i] = false;
         replies[i] = Some(reply);
+        answered += 1;
     }
     replies
 }

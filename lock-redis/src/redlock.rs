@@ -124,12 +124,18 @@ impl Redlock {
     /// Releases whatever a failed round took, on the masters `on` names (each bounded by `t`),
     /// granting nothing: the head is woken for a round of its own.
     ///
-    /// A stalled master is waited for only briefly (`quorum::gather`): the undo goes out on
-    /// its connection ahead of this client's next round there, and a key it did not reach runs
-    /// out with its lease anyway.
+    /// A stalled master's undo runs in a task of its own, not waited for: it goes out on its
+    /// connection ahead of this client's next round there, and a key it did not reach runs out
+    /// with its lease anyway.
     async fn undo(&self, keys: &Keys, token: &str, t: Duration, on: &[bool]) {
-        let calls = (self.nodes.iter().zip(on))
-            .map(|(node, &on)| on.then(|| node.within(t, node.undo(keys, token))));
+        let calls = (self.nodes.iter().zip(on)).map(|(node, &on)| {
+            if on && node.is_stalled() {
+                let (node, keys, token) = (node.clone(), keys.clone(), token.to_owned());
+                tokio::spawn(async move { node.within(t, node.undo(&keys, &token)).await });
+                return None;
+            }
+            on.then(|| node.within(t, node.undo(keys, token)))
+        });
         gather(&self.nodes, calls, |_| false).await;
     }
 }
@@ -153,7 +159,8 @@ impl Rounds for Redlock {
     /// a waiter's queue place, so the round that learns a master is stalled (by its timeout)
     /// never lets the place lapse and a later waiter overtake.
     fn per_node_timeout(&self, ttl: Duration) -> Duration {
-        (self.timeout.min(ttl / 4).min(WAITER_TTL / 4)).max(Duration::from_millis(10))
+        self.timeout
+            .min((ttl / 4).min(WAITER_TTL / 4).max(Duration::from_millis(10)))
     }
 
     /// `ttl − drift`: each master expires the key by its own clock, which may run faster than

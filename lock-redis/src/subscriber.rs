@@ -199,7 +199,9 @@ impl Subscriber {
         bound: Duration,
     ) -> Waiting {
         let waiting = self.join(channel, token);
-        self.subscription(client.clone(), channel.to_owned(), bound)
+        // Not subscribed in time: the waiter's heartbeat still looks (logged above).
+        let _ = self
+            .subscription(client.clone(), channel.to_owned(), bound)
             .await;
         waiting
     }
@@ -213,27 +215,26 @@ impl Subscriber {
 
     /// Subscribes to `channel` unless subscribed already, for at most `bound`; an owned
     /// future, so a subscription a caller stops waiting for can go on in a task of its own.
-    /// `false` when the server did not confirm in time.
+    /// `Ok(subscribed)`, or `Err` when the server did not answer in time.
     pub(crate) fn subscription(
         self: &Arc<Self>,
         client: redis::Client,
         channel: String,
         bound: Duration,
-    ) -> impl std::future::Future<Output = bool> + Send + 'static {
+    ) -> impl std::future::Future<Output = Result<bool, tokio::time::error::Elapsed>> + Send + 'static
+    {
         let me = Arc::clone(self);
         async move {
-            let confirmed = tokio::time::timeout(bound, me.subscribe(&client, &channel))
-                .await
-                .is_ok();
-            if !confirmed {
+            let answered = tokio::time::timeout(bound, me.subscribe(&client, &channel)).await;
+            if answered.is_err() {
                 tracing::warn!(server = %me.server, ?bound, "redis SUBSCRIBE not confirmed in time; waiters fall back to their heartbeat");
             }
-            confirmed
+            answered
         }
     }
 
-    /// Subscribes to `channel` (opening the connection first if needed) unless it is already.
-    async fn subscribe(&self, client: &redis::Client, channel: &str) {
+    /// Whether the connection is subscribed to `channel` now.
+    async fn subscribe(&self, client: &redis::Client, channel: &str) -> bool {
         // Every waiter, not only the channel's first, returns only once the server confirmed
         // the subscription: a waiter that looked at the lock again while another waiter's
         // SUBSCRIBE was still on its way could miss the release in between and sleep until
@@ -245,18 +246,21 @@ impl Subscriber {
             }
             *live = self.open(client).await;
         }
-        if let Some(l) = live.as_mut() {
-            if !l.subscribed.contains(channel) {
-                match l.sink.subscribe(channel).await {
-                    Ok(()) => {
-                        l.subscribed.insert(channel.to_owned());
-                    }
-                    Err(e) => {
-                        tracing::warn!(server = %self.server, error = %e, "redis SUBSCRIBE failed; waiters fall back to their heartbeat")
-                    }
+        let Some(l) = live.as_mut() else {
+            return false;
+        };
+        if !l.subscribed.contains(channel) {
+            match l.sink.subscribe(channel).await {
+                Ok(()) => {
+                    l.subscribed.insert(channel.to_owned());
+                }
+                Err(e) => {
+                    tracing::warn!(server = %self.server, error = %e, "redis SUBSCRIBE failed; waiters fall back to their heartbeat");
+                    return false;
                 }
             }
         }
+        true
     }
 
     /// Registers `token` as a waiter on `channel` only if this connection is subscribed to it

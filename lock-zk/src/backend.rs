@@ -15,7 +15,9 @@ use lock_core::{
     DistributedSemaphore, Leader, LockError, LockGuard, LockInfo, Wakeup,
 };
 use tokio::time::Instant;
-use zookeeper_client::{Acls, Client, CreateMode, CreateOptions, Error, OneshotWatcher};
+use zookeeper_client::{
+    Acls, Client, CreateMode, CreateOptions, Error, OneshotWatcher, SessionState,
+};
 
 use crate::config::ZkConfig;
 use crate::contender::{Contender, Created};
@@ -143,7 +145,7 @@ impl ZkLock {
         } else {
             "zookeeper".to_owned()
         };
-        let session = Session::open(&cfg, &label).await?;
+        let session = Session::open(&cfg, &label, cfg.connect_timeout).await?;
         Ok(ZkLock {
             cfg,
             label,
@@ -185,6 +187,11 @@ impl ZkLock {
 
     /// The live session, or a new one if it expired.
     pub(crate) async fn session(&self) -> Result<Arc<Session>, LockError> {
+        self.session_within(self.cfg.connect_timeout).await
+    }
+
+    /// [`ZkLock::session`], trying the servers for at most `within` if a new one is needed.
+    async fn session_within(&self, within: Duration) -> Result<Arc<Session>, LockError> {
         let mut slot = self.session.lock().await;
         if let Some(s) = slot.as_ref().filter(|s| !s.is_dead()) {
             return Ok(Arc::clone(s));
@@ -192,7 +199,7 @@ impl ZkLock {
         if let Some(old) = slot.as_ref() {
             tracing::debug!(backend = %self.label, session = %old.client.session_id(), "the ZooKeeper session is gone; opening a new one");
         }
-        let s = Session::open(&self.cfg, &self.label).await?;
+        let s = Session::open(&self.cfg, &self.label, within).await?;
         *slot = Some(Arc::clone(&s));
         Ok(s)
     }
@@ -252,9 +259,12 @@ impl ZkLock {
     /// node names and in [`NodeKind::turn`]), created with `node.data`.
     ///
     /// An attempt that finds the ensemble unavailable (an election after a leader died or
-    /// stalled, a session retired while disconnected) is made again, from the start, while
-    /// the wait lasts (and for at most twice the session or connect timeout): its node, if
-    /// any, is deleted first (`CleanupOnDrop`), so the waiter rejoins the queue at its end.
+    /// stalled) is made again, from the start, while the wait lasts (and for at most twice the
+    /// session or connect timeout of failure) — but only once the node it may have made is
+    /// sure to be gone: when no session could be opened (no node), or when the attempt's
+    /// session ended (retired or expired: its nodes go with it). A session that reconnected
+    /// instead keeps the attempt's node until its cleanup deletes it, so that error is returned.
+    /// The retry rejoins the queue at its end.
     pub(crate) async fn acquire_inner(
         &self,
         node: Node<'_>,
@@ -270,23 +280,58 @@ impl ZkLock {
         loop {
             let mut this = opts.clone();
             this.wait = deadline.remaining();
-            let res = self.attempt_once(node.clone(), &this, try_only).await;
+            let opened = self
+                .session_within(deadline.clamp(self.cfg.connect_timeout))
+                .await;
+            let (res, node_gone) = match opened {
+                Ok(session) => {
+                    let res = self
+                        .attempt_once(&session, node.clone(), &this, try_only)
+                        .await;
+                    let gone = res.is_err() && self.ended(&session, &deadline).await;
+                    (res, gone)
+                }
+                Err(e) => (Err(e), true),
+            };
             let failing_for = failing_since.get_or_insert_with(Instant::now).elapsed();
             match res {
                 Err(e @ LockError::Unavailable { .. })
-                    if !try_only && !deadline.expired() && failing_for < ride_out =>
+                    if node_gone && !try_only && !deadline.expired() && failing_for < ride_out =>
                 {
                     tracing::debug!(backend = %self.label, name = node.name, error = %e, "ZooKeeper unavailable; trying again within the wait");
                     deadline.sleep(backoff.next_delay()).await;
+                    if deadline.expired() {
+                        return Err(e);
+                    }
                 }
                 other => return other,
             }
         }
     }
 
-    /// One attempt of [`ZkLock::acquire_inner`].
+    /// Whether `session` ends (retired or expired) rather than reconnects, watched until the
+    /// deadline or a session timeout at most.
+    async fn ended(&self, session: &Session, deadline: &Deadline) -> bool {
+        let until = Instant::now() + deadline.clamp(self.cfg.session_timeout);
+        loop {
+            if session.is_dead() {
+                return true;
+            }
+            let connected = matches!(
+                session.client.state(),
+                SessionState::SyncConnected | SessionState::ConnectedReadOnly
+            );
+            if connected || Instant::now() >= until {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// One attempt of [`ZkLock::acquire_inner`], on `session`.
     async fn attempt_once(
         &self,
+        session: &Arc<Session>,
         node: Node<'_>,
         opts: &AcquireOptions,
         try_only: bool,
@@ -299,7 +344,7 @@ impl ZkLock {
             max_leases,
         } = node;
         let deadline = Deadline::after(opts.wait);
-        let session = self.session().await?;
+        let session = Arc::clone(session);
         // A waiter leaves with its session: once this client retires the session (disconnected
         // for a quarter of its timeout), the waiter's node would otherwise stay queued for as
         // long as the old client keeps the session open on the server. Enrolled before its

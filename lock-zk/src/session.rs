@@ -126,8 +126,13 @@ async fn connect_within(
 }
 
 impl Session {
-    /// Opens a session, bounded by the connect timeout; checks that the chroot exists.
-    pub(crate) async fn open(cfg: &ZkConfig, label: &str) -> Result<Arc<Session>, LockError> {
+    /// Opens a session, passing over the servers for up to `within` (at most the connect
+    /// timeout; zero: one pass); checks that the chroot exists.
+    pub(crate) async fn open(
+        cfg: &ZkConfig,
+        label: &str,
+        within: Duration,
+    ) -> Result<Arc<Session>, LockError> {
         let connector = Client::connector()
             .with_session_timeout(cfg.session_timeout)
             .with_connection_timeout(cfg.connect_timeout)
@@ -135,7 +140,7 @@ impl Session {
         let target = cfg.connect_string();
         let client = match tokio::time::timeout(
             cfg.connect_timeout + Duration::from_secs(1),
-            connect_within(connector, &target, cfg.connect_timeout),
+            connect_within(connector, &target, within.min(cfg.connect_timeout)),
         )
         .await
         {
