@@ -451,6 +451,12 @@ impl LockGuard {
         self.context().lost()
     }
 
+    /// A token cancelled once the lock is known to be lost (at once if it already is), for
+    /// code that stops on a `CancellationToken`. It is not cancelled by a release.
+    pub fn cancellation_token(&self) -> tokio_util::sync::CancellationToken {
+        self.shared.lost.cancellation_token()
+    }
+
     /// A cloneable view of this guard (name, token, lost signal) for code that does not own
     /// it: the work inside [`crate::LockExt::run_locked`], or a task spawned beside the work.
     /// It does not keep the lock: the guard's release or drop still ends it.
@@ -569,6 +575,11 @@ impl LockContext {
     /// Whether the lock is known to be lost. Once `true`, always `true`.
     pub fn is_lost(&self) -> bool {
         self.shared.lost.is_lost()
+    }
+
+    /// As [`LockGuard::cancellation_token`].
+    pub fn cancellation_token(&self) -> tokio_util::sync::CancellationToken {
+        self.shared.lost.cancellation_token()
     }
 
     /// Resolves with a [`LockError::Lost`] once the lock is known to be lost (at once if it

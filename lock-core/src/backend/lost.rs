@@ -1,9 +1,10 @@
 //! [`LostSignal`]: a one-way "this lock is gone" flag a guard and its backend share.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
 
 /// Set once, never cleared: the lock behind a guard is known to be lost.
 ///
@@ -23,6 +24,8 @@ struct Inner {
     set: AtomicBool,
     reason: Mutex<Option<String>>,
     notify: Notify,
+    /// Made on first use only ([`LostSignal::cancellation_token`]): most guards never need one.
+    token: OnceLock<CancellationToken>,
 }
 
 impl LostSignal {
@@ -40,15 +43,29 @@ impl LostSignal {
                 return false;
             }
             *cur = Some(reason);
-            self.inner.set.store(true, Ordering::Release);
+            self.inner.set.store(true, Ordering::SeqCst);
         }
         self.inner.notify.notify_waiters();
+        if let Some(t) = self.inner.token.get() {
+            t.cancel();
+        }
         true
+    }
+
+    /// A token cancelled once the signal is set (at once if it already is): the lost signal in
+    /// the shape `tokio_util` users (and .NET's `HandleLostToken`) know.
+    pub fn cancellation_token(&self) -> CancellationToken {
+        let t = self.inner.token.get_or_init(CancellationToken::new).clone();
+        // Set before the token existed: `mark_lost` did not see it.
+        if self.is_lost() {
+            t.cancel();
+        }
+        t
     }
 
     /// Whether the signal is set.
     pub fn is_lost(&self) -> bool {
-        self.inner.set.load(Ordering::Acquire)
+        self.inner.set.load(Ordering::SeqCst)
     }
 
     /// The reason, once set.
@@ -120,5 +137,20 @@ mod tests {
                 assert_eq!(got, format!("r{round}"));
             }
         }
+    }
+
+    #[test]
+    fn the_token_is_cancelled_by_the_loss_whenever_it_was_taken() {
+        let s = LostSignal::new();
+        let before = s.cancellation_token();
+        assert!(!before.is_cancelled());
+        assert!(s.mark_lost("gone"));
+        assert!(before.is_cancelled(), "a token taken before the loss");
+        assert!(
+            s.cancellation_token().is_cancelled(),
+            "a token taken after it"
+        );
+        // A signal never set never cancels.
+        assert!(!LostSignal::new().cancellation_token().is_cancelled());
     }
 }

@@ -378,6 +378,8 @@ pub async fn lost_fires_when_removed_underneath(h: &dyn Harness) {
     let ttl = Duration::from_secs(3);
     let g = must_acquire(&*c1, &name, &opts().ttl(ttl)).await;
     assert!(!g.is_lost());
+    let cancelled = g.cancellation_token();
+    assert!(!cancelled.is_cancelled());
     h.remove_underneath(&name).await;
     let t = Instant::now();
     let lost = tokio::time::timeout(ttl + Duration::from_secs(3), g.lost()).await;
@@ -387,6 +389,11 @@ pub async fn lost_fires_when_removed_underneath(h: &dyn Harness) {
         t.elapsed()
     );
     assert!(g.is_lost());
+    assert!(
+        cancelled.is_cancelled(),
+        "the cancellation token outlived the loss"
+    );
+    assert!(g.cancellation_token().is_cancelled());
     let g2 = must_acquire(&*c2, &name, &opts()).await;
     assert!(g2.fencing_token() > g.fencing_token());
     assert!(
