@@ -23,11 +23,7 @@ use crate::node::{Attempt, Handoff, Node};
 use crate::quorum::gather;
 use crate::subscriber::{Grant, Subscriber, Waiting};
 
-/// A queued waiter re-checks (and refreshes its place) at least this often, even without a
-/// release message.
-pub(crate) const HEARTBEAT: Duration = Duration::from_millis(1000);
-/// A queued waiter that stops refreshing loses its place after this long.
-pub(crate) const WAITER_TTL: Duration = Duration::from_millis(3000);
+pub(crate) use lock_core::backend::{HEARTBEAT, WAITER_TTL};
 
 /// How one acquisition round ended.
 pub(crate) enum Round {

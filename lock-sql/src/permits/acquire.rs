@@ -17,9 +17,7 @@ use crate::error::Failure;
 
 /// Deadlock retries in a row before the error is surfaced.
 const MAX_RETRIES: u32 = 50;
-/// A queued waiter refreshes its place in the queue this often (it lapses after
-/// [`WAITER_TTL`]).
-const HEARTBEAT: Duration = Duration::from_millis(1000);
+use lock_core::backend::HEARTBEAT;
 
 /// One admission, run to completion in its own task: if the acquire was dropped meanwhile,
 /// whatever the admission won or queued is taken out again.

@@ -13,8 +13,7 @@ use crate::config::Dialect;
 use crate::error::{classify, Failure};
 use crate::statements::PermitStatements;
 
-/// A queued waiter that stops refreshing loses its place after this long.
-pub(crate) const WAITER_TTL: Duration = Duration::from_secs(3);
+pub(crate) use lock_core::backend::WAITER_TTL;
 
 /// What one acquisition asks for.
 #[derive(Clone, Debug)]

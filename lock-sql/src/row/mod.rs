@@ -55,10 +55,7 @@ use place::{NextInLine, Place};
 const MAX_RETRIES: u32 = 50;
 /// PostgreSQL waiters re-check at least this often in case a notification was missed.
 const NOTIFY_SAFETY_POLL: Duration = Duration::from_secs(1);
-/// A waiter's place in the name's queue lapses this long after its last refresh.
-pub(crate) const WAITER_TTL: Duration = Duration::from_secs(3);
-/// A waiter refreshes its place this often.
-const REFRESH: Duration = Duration::from_secs(1);
+pub(crate) use lock_core::backend::{HEARTBEAT, WAITER_TTL};
 /// MySQL/SQLite: the head of the queue looks at the lock about this often (a read); a waiter
 /// with k places ahead, k times less often, down to [`MAX_POLL`].
 const HEAD_POLL: Duration = Duration::from_millis(1);
@@ -680,7 +677,7 @@ impl LockBackend for RowLock {
                     // The look below follows at once, so a release in between is not missed.
                     tracing::debug!("held by another client, or waiters are ahead: queued");
                 }
-                Some(p) if p.refresh_now || p.sent.elapsed() >= REFRESH => {
+                Some(p) if p.refresh_now || p.sent.elapsed() >= HEARTBEAT => {
                     let sent = Instant::now();
                     // Until this refresh is known to be in, a grant may carry the lease the
                     // last one gave the place.

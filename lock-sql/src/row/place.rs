@@ -14,7 +14,7 @@ pub(super) struct Place {
     /// Leaves the place (and gives back a grant that landed on it) however the acquisition
     /// ends ([`super::departure`]).
     pub(super) cleanup: CleanupOnDrop,
-    /// When the last join or refresh of the place was sent (the next is due [`super::REFRESH`] on).
+    /// When the last join or refresh of the place was sent (the next is due [`super::HEARTBEAT`] on).
     pub(super) sent: Instant,
     /// The moment the lease of a grant to this place counts from (PostgreSQL): when the refresh
     /// before the last one was sent (the last may have raced the grant, which then copied the

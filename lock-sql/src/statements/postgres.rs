@@ -60,7 +60,7 @@ fn release_notify(t: &str, now: &str, except: &str, rest: &str) -> String {
 /// of a head's place sent as the grant landed can bring the place back, and the holder's
 /// release then removes it, so it never outlives the hold. With no place queued at all, the
 /// lock goes the same way to the releasing process's waiter that stands next (bound, when
-/// tagged: `notify::Wakeups::stand_next`; lease [`crate::row::WAITER_TTL`] from now; not
+/// tagged: `notify::Wakeups::stand_next`; lease [`lock_core::backend::WAITER_TTL`] from now; not
 /// notified — the releaser hands it over itself, or gives it back when that waiter has
 /// stepped out meanwhile), so a handoff within a process needs the release alone. Returns
 /// the rows released (deleted or granted), the notifications sent, the member granted the
@@ -82,7 +82,7 @@ fn release_notify(t: &str, now: &str, except: &str, rest: &str) -> String {
 fn granting_release(t: &str, now: &str) -> String {
     // Only a member of this version takes a grant (`notify::grantable`).
     let tagged = crate::notify::GRANTABLE_MEMBER;
-    let place_ttl = crate::row::WAITER_TTL.as_millis();
+    let place_ttl = lock_core::backend::WAITER_TTL.as_millis();
     format!(
         "WITH o AS (SELECT 1 FROM {t} WHERE name = $1 AND owner = $2 FOR UPDATE), \
          h AS (SELECT w.member, w.expires_at FROM {t}_waitq w WHERE EXISTS (SELECT 1 FROM o) \
