@@ -48,20 +48,7 @@ pub(crate) struct Tally {
     pub foreign: Option<Foreign>,
 }
 
-/// How many of `replies` did it, and how many found the lock not ours.
-fn yes_no(replies: &[Option<&NodeReply>]) -> (usize, usize) {
-    let (mut yes, mut no) = (0, 0);
-    for r in replies.iter().flatten() {
-        match r {
-            Ok(Ok(Ok(true))) => yes += 1,
-            Ok(Ok(Ok(false) | Err(_))) => no += 1,
-            _ => {}
-        }
-    }
-    (yes, no)
-}
-
-pub(crate) fn tally(results: impl IntoIterator<Item = NodeReply>) -> Tally {
+pub(crate) fn tally<'a>(results: impl IntoIterator<Item = &'a NodeReply>) -> Tally {
     let mut t = Tally::default();
     for r in results {
         match r {
@@ -69,11 +56,11 @@ pub(crate) fn tally(results: impl IntoIterator<Item = NodeReply>) -> Tally {
             Ok(Ok(Ok(false))) => t.no += 1,
             Ok(Ok(Err(f))) => {
                 t.no += 1;
-                t.foreign = Some(f);
+                t.foreign = Some(f.clone());
             }
             Ok(Err(e)) => {
                 t.errors += 1;
-                t.last_err = Some(e);
+                t.last_err = Some(e.clone());
             }
             Err(_) => t.errors += 1,
         }
@@ -114,7 +101,7 @@ impl Lease for RedisLease {
             last_err,
             foreign,
             ..
-        } = tally(results.into_iter().flatten());
+        } = tally(results.iter().flatten());
         if yes >= self.quorum {
             let validity = (self.validity)(ttl);
             if started.elapsed() < validity {
@@ -162,13 +149,12 @@ impl Lease for RedisLease {
         // Decided once a quorum answered: our key is then left on no quorum (released), or
         // was not there (not held).
         let quorum = self.quorum;
-        let decided = |replies: &[Option<Result<NodeReply, tokio::task::JoinError>>]| {
-            let replies: Vec<Option<&NodeReply>> = replies
-                .iter()
-                .map(|r| r.as_ref().and_then(|r| r.as_ref().ok()))
-                .collect();
-            let (yes, no) = yes_no(&replies);
-            yes + no >= quorum
+        let answered = |replies: &[Option<Result<NodeReply, tokio::task::JoinError>>]| {
+            tally(replies.iter().flatten().filter_map(|r| r.as_ref().ok()))
+        };
+        let decided = |replies: &[Option<Result<NodeReply, _>>]| {
+            let t = answered(replies);
+            t.yes + t.no >= quorum
         };
         let results = gather(&self.nodes, calls, decided).await;
         // A node not waited for counts as one that did not answer.
@@ -179,7 +165,7 @@ impl Lease for RedisLease {
             errors,
             last_err,
             foreign,
-        } = tally(results.into_iter().flatten().filter_map(Result::ok));
+        } = answered(&results);
         let errors = errors + unanswered;
         if yes >= self.quorum {
             Ok(())
