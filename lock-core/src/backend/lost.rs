@@ -43,21 +43,23 @@ impl LostSignal {
                 return false;
             }
             *cur = Some(reason);
+            // Cancelled before the flag is set: whoever sees the loss sees the token cancelled.
+            if let Some(t) = self.inner.token.get() {
+                t.cancel();
+            }
             self.inner.set.store(true, Ordering::SeqCst);
         }
         self.inner.notify.notify_waiters();
-        if let Some(t) = self.inner.token.get() {
-            t.cancel();
-        }
         true
     }
 
     /// A token cancelled once the signal is set (at once if it already is): the lost signal in
     /// the shape `tokio_util` users (and .NET's `HandleLostToken`) know.
     pub fn cancellation_token(&self) -> CancellationToken {
+        // Under `mark_lost`'s lock, so a loss is either before (seen here) or after (it cancels).
+        let cur = self.inner.reason.lock().unwrap_or_else(|p| p.into_inner());
         let t = self.inner.token.get_or_init(CancellationToken::new).clone();
-        // Set before the token existed: `mark_lost` did not see it.
-        if self.is_lost() {
+        if cur.is_some() {
             t.cancel();
         }
         t
@@ -136,6 +138,34 @@ mod tests {
                     .unwrap();
                 assert_eq!(got, format!("r{round}"));
             }
+        }
+    }
+
+    /// Whoever sees the loss (through `wait` or `is_lost`) sees the token cancelled too: the
+    /// CI run of 2026-11-28 caught `lost()` resolving before `mark_lost` had cancelled it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_token_is_cancelled_before_anyone_sees_the_loss() {
+        for round in 0..2000 {
+            let s = LostSignal::new();
+            let token = s.cancellation_token();
+            let seen = tokio::spawn({
+                let s = s.clone();
+                async move {
+                    s.wait().await;
+                    token.is_cancelled()
+                }
+            });
+            let peeker = std::thread::spawn({
+                let s = s.clone();
+                move || {
+                    let t = s.cancellation_token();
+                    (0..100_000).find(|_| s.is_lost()).map(|_| t.is_cancelled())
+                }
+            });
+            s.mark_lost("gone");
+            assert!(seen.await.unwrap(), "round {round}: woken before the cancel");
+            let peeked = peeker.join().unwrap();
+            assert_ne!(peeked, Some(false), "round {round}: is_lost before the cancel");
         }
     }
 
