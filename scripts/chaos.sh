@@ -21,5 +21,5 @@ done
 export DISTLOCK_SERVICES_SET=$set_name
 scripts/services.sh up >/dev/null
 # services.sh up installed protoc, which the etcd targets' client needs.
-cargo build --release -q -p lock-chaos --features etcd
-exec target/release/lock-chaos --out target/chaos-report "$@"
+cargo build --release -q -p distlock-chaos --features etcd
+exec target/release/distlock-chaos --out target/chaos-report "$@"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the differential state-machine test (lock_core::conformance::differential) longer than
+# Runs the differential state-machine test (distlock_core::conformance::differential) longer than
 # scripts/test.sh does: every backend, a given seed and case count.
 #   scripts/differential.sh [SEED] [CASES]      (defaults: a random seed, 200 cases)
 # A failure prints the minimal sequence and the DISTLOCK_DIFF_SEED/DISTLOCK_DIFF_CASES that

@@ -19,8 +19,8 @@
 # role distlock_pw / password distlock-pw that must authenticate; the same user exists on every
 # Redis), MariaDB 13306, etcd 12379 (peer 12380) and a 3-member etcd cluster on client ports
 # 12479, 12489, 12499 (peers 12480, 12490, 12500), and redis-py in a venv under $DIR/redis-py (the
-# interop partner of lock-redis/tests/redis_py.rs and a bench peer). `up` also installs protoc
-# (protobuf-compiler), which lock-etcd's build needs (scripts/test.sh builds --all-features).
+# interop partner of distlock-redis/tests/redis_py.rs and a bench peer). `up` also installs protoc
+# (protobuf-compiler), which distlock-etcd's build needs (scripts/test.sh builds --all-features).
 set -euo pipefail
 
 DIR="${DISTLOCK_SERVICES_DIR:-/tmp/distlock-services}"
@@ -140,7 +140,7 @@ redis_start() {
   wait_until "redis on $port" "$d/redis.log" redis_ok "$port"
   redis_acl "$port"
 }
-redis_py_venv() { # redis-py in a venv: the interop partner (lock-redis/tests/redis_py.rs) and a bench peer
+redis_py_venv() { # redis-py in a venv: the interop partner (distlock-redis/tests/redis_py.rs) and a bench peer
   local v="$DIR/redis-py"
   if [ -x "$v/bin/python" ] && "$v/bin/python" -c 'import redis' 2>/dev/null; then return 0; fi
   ensure_pkg python3 python3
@@ -530,7 +530,7 @@ services=("$@"); [ ${#services[@]} -gt 0 ] || services=("${ALL[@]}")
 
 case $cmd in
   up)
-    ensure_pkg protoc protobuf-compiler   # lock-etcd's build (etcd-client generates its gRPC code)
+    ensure_pkg protoc protobuf-compiler   # distlock-etcd's build (etcd-client generates its gRPC code)
     for s in "${services[@]}"; do svc_up "$s"; done
     for s in "${services[@]}"; do svc_status "$s" >/dev/null || die "$s is not answering after start"; done
     print_urls ;;

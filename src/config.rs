@@ -13,8 +13,8 @@
 
 use std::time::Duration;
 
-use lock_core::backend::parse_duration;
-use lock_core::{AcquireOptions, LockError, SecretUrl};
+use distlock_core::backend::parse_duration;
+use distlock_core::{AcquireOptions, LockError, SecretUrl};
 use serde::Deserialize;
 
 /// A lock URL plus optional acquisition defaults.

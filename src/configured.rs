@@ -11,7 +11,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use lock_core::{
+use distlock_core::{
     Access, AcquireOptions, Capabilities, DistributedLock, DistributedRwLock, DistributedSemaphore,
     Leader, LockError, LockGuard, LockInfo, RwLockInfo, SemaphoreInfo,
 };

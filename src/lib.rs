@@ -17,12 +17,12 @@
 //!
 //! | scheme | backend | cargo feature |
 //! |---|---|---|
-//! | `postgres://`, `postgresql://` | `lock-sql` (`mode=row` or `mode=for_update`) | `postgres` |
-//! | `mysql://`, `mariadb://` | `lock-sql` | `mysql` |
-//! | `sqlite://` | `lock-sql` (row mode; the embedded default) | `sqlite` |
-//! | `redis://`, `redlock://` | `lock-redis` | `redis` |
-//! | `zk://`, `zookeeper://` | `lock-zk` | `zookeeper` |
-//! | `etcd://` | `lock-etcd` (`etcdctl lock`-compatible; building it needs `protoc`) | `etcd` (not default) |
+//! | `postgres://`, `postgresql://` | `distlock-sql` (`mode=row` or `mode=for_update`) | `postgres` |
+//! | `mysql://`, `mariadb://` | `distlock-sql` | `mysql` |
+//! | `sqlite://` | `distlock-sql` (row mode; the embedded default) | `sqlite` |
+//! | `redis://`, `redlock://` | `distlock-redis` | `redis` |
+//! | `zk://`, `zookeeper://` | `distlock-zk` | `zookeeper` |
+//! | `etcd://` | `distlock-etcd` (`etcdctl lock`-compatible; building it needs `protoc`) | `etcd` (not default) |
 //!
 //! URL parameters `ttl`, `wait` and `renew` are acquisition defaults: every entry point
 //! ([`connect`], [`connect_from_env`], [`connect_config`]) returns a lock that applies them to
@@ -40,8 +40,8 @@ use std::sync::Arc;
 pub use config::LockConfig;
 #[cfg(feature = "metrics")]
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
-pub use lock_core::metrics;
-pub use lock_core::{
+pub use distlock_core::metrics;
+pub use distlock_core::{
     elect, elect_with, Access, AcquireOptions, BoxError, Capabilities, CrashRelease,
     DistributedLock, DistributedRwLock, DistributedSemaphore, Leader, Leadership, LockContext,
     LockError, LockExt, LockGuard, LockInfo, MultiGuard, RwLockInfo, Secret, SecretUrl,
@@ -54,19 +54,19 @@ pub use lock_core::{
 pub mod configs {
     #[cfg(feature = "etcd")]
     #[cfg_attr(docsrs, doc(cfg(feature = "etcd")))]
-    pub use lock_etcd::{EtcdConfig, EtcdLock};
+    pub use distlock_etcd::{EtcdConfig, EtcdLock};
     #[cfg(feature = "redis")]
     #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
-    pub use lock_redis::{EvictionCheck, RedisConfig, RedisLock, Topology};
+    pub use distlock_redis::{EvictionCheck, RedisConfig, RedisLock, Topology};
     #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
     #[cfg_attr(
         docsrs,
         doc(cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite")))
     )]
-    pub use lock_sql::{liveness as sql_liveness, Dialect, Mode, SqlConfig, SqlLock};
+    pub use distlock_sql::{liveness as sql_liveness, Dialect, Mode, SqlConfig, SqlLock};
     #[cfg(feature = "zookeeper")]
     #[cfg_attr(docsrs, doc(cfg(feature = "zookeeper")))]
-    pub use lock_zk::{ZkConfig, ZkLock};
+    pub use distlock_zk::{ZkConfig, ZkLock};
 }
 
 /// The environment variable [`connect_from_env`] reads.
@@ -186,7 +186,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!(
             "distlock-elect-url-{}-{}",
             std::process::id(),
-            lock_core::backend::owner_token()
+            distlock_core::backend::owner_token()
         ));
         std::fs::create_dir_all(&dir).unwrap();
         let url = format!("sqlite://{}/e.db?wait=300ms", dir.display());
@@ -262,7 +262,7 @@ mod tests {
         let url = std::env::var("DISTLOCK_TEST_REDIS_URL")
             .unwrap_or_else(|_| "redis://127.0.0.1:16379".into());
         let url = format!("{url}?wait=200ms");
-        let name = format!("facade-permits-{}", lock_core::backend::owner_token());
+        let name = format!("facade-permits-{}", distlock_core::backend::owner_token());
         let sem = super::connect_semaphore(&url).await.unwrap();
         let held = sem.acquire(&name, 1, &AcquireOptions::new()).await.unwrap();
         let e = sem

@@ -5,7 +5,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use lock_core::{DistributedLock, DistributedRwLock, DistributedSemaphore, LockError};
+use distlock_core::{DistributedLock, DistributedRwLock, DistributedSemaphore, LockError};
 
 /// A backend's connect call for primitive `T` (`dyn DistributedLock`, …).
 type Connect<T> =
@@ -54,44 +54,44 @@ pub fn backends() -> Vec<Backend> {
         backend!(
             "postgres",
             &["postgres", "postgresql"],
-            lock_sql::connect,
-            lock_sql::connect_semaphore,
-            lock_sql::connect_rwlock
+            distlock_sql::connect,
+            distlock_sql::connect_semaphore,
+            distlock_sql::connect_rwlock
         ),
         backend!(
             "mysql",
             &["mysql", "mariadb"],
-            lock_sql::connect,
-            lock_sql::connect_semaphore,
-            lock_sql::connect_rwlock
+            distlock_sql::connect,
+            distlock_sql::connect_semaphore,
+            distlock_sql::connect_rwlock
         ),
         backend!(
             "sqlite",
             &["sqlite"],
-            lock_sql::connect,
-            lock_sql::connect_semaphore,
-            lock_sql::connect_rwlock
+            distlock_sql::connect,
+            distlock_sql::connect_semaphore,
+            distlock_sql::connect_rwlock
         ),
         backend!(
             "redis",
             &["redis", "redlock"],
-            lock_redis::connect,
-            lock_redis::connect_semaphore,
-            lock_redis::connect_rwlock
+            distlock_redis::connect,
+            distlock_redis::connect_semaphore,
+            distlock_redis::connect_rwlock
         ),
         backend!(
             "zookeeper",
             &["zk", "zookeeper"],
-            lock_zk::connect,
-            lock_zk::connect_semaphore,
-            lock_zk::connect_rwlock
+            distlock_zk::connect,
+            distlock_zk::connect_semaphore,
+            distlock_zk::connect_rwlock
         ),
         backend!(
             "etcd",
             &["etcd"],
-            lock_etcd::connect,
-            lock_etcd::connect_semaphore,
-            lock_etcd::connect_rwlock
+            distlock_etcd::connect,
+            distlock_etcd::connect_semaphore,
+            distlock_etcd::connect_rwlock
         ),
     ]
 }
@@ -111,7 +111,7 @@ pub fn known_schemes() -> Vec<&'static str> {
 /// feature a compiled-out scheme needs.
 fn route(url: &str) -> Result<Backend, LockError> {
     let scheme = url.split_once("://").map(|(s, _)| s).unwrap_or("");
-    let redacted = lock_core::backend::redact(url);
+    let redacted = distlock_core::backend::redact(url);
     let Some(b) = backends().into_iter().find(|b| b.schemes.contains(&scheme)) else {
         return Err(LockError::invalid_config(format!(
             "unknown URL scheme {scheme:?} in {redacted:?}; known schemes: {}",
@@ -180,7 +180,7 @@ mod tests {
                 assert!(seen.insert(*scheme), "scheme {scheme} registered twice");
                 let parsed = match b.feature {
                     #[cfg(feature = "redis")]
-                    "redis" => lock_redis::RedisConfig::from_url(&format!(
+                    "redis" => distlock_redis::RedisConfig::from_url(&format!(
                         "{scheme}://{}",
                         if *scheme == "redlock" {
                             "127.0.0.1:1,127.0.0.1:2,127.0.0.1:3"
@@ -191,11 +191,14 @@ mod tests {
                     .map(drop),
                     #[cfg(feature = "zookeeper")]
                     "zookeeper" => {
-                        lock_zk::ZkConfig::from_url(&format!("{scheme}://127.0.0.1:1")).map(drop)
+                        distlock_zk::ZkConfig::from_url(&format!("{scheme}://127.0.0.1:1"))
+                            .map(drop)
                     }
                     #[cfg(feature = "etcd")]
-                    "etcd" => lock_etcd::EtcdConfig::from_url(&format!("{scheme}://127.0.0.1:1"))
-                        .map(drop),
+                    "etcd" => {
+                        distlock_etcd::EtcdConfig::from_url(&format!("{scheme}://127.0.0.1:1"))
+                            .map(drop)
+                    }
                     #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
                     "postgres" | "mysql" | "sqlite" => {
                         let url = if *scheme == "sqlite" {
@@ -203,7 +206,7 @@ mod tests {
                         } else {
                             format!("{scheme}://u@127.0.0.1:1/db")
                         };
-                        lock_sql::SqlConfig::from_url(&url).map(drop)
+                        distlock_sql::SqlConfig::from_url(&url).map(drop)
                     }
                     _ => Ok(()),
                 };

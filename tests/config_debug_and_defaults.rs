@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use distlock::configs::{RedisConfig, SqlConfig, ZkConfig};
 use distlock::{AcquireOptions, LockConfig, LockError};
-use lock_core::backend::DistlockUrl;
+use distlock_core::backend::DistlockUrl;
 
 const PW: &str = "hunter2-Secret";
 

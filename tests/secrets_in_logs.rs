@@ -91,7 +91,7 @@ async fn no_password_is_ever_logged() {
                 panic!("the services' password user was refused ({e}); run scripts/services.sh up")
             }
         };
-        let name = format!("pw-{}", &lock_core::backend::owner_token()[..10]);
+        let name = format!("pw-{}", &distlock_core::backend::owner_token()[..10]);
         let g = lock.acquire(&name, &opts).await.unwrap();
         tokio::time::sleep(Duration::from_millis(500)).await;
         assert!(!g.is_lost(), "{g:?}");

@@ -21,9 +21,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+use distlock_core::backend::parse_duration;
+use distlock_core::DistributedLock;
 use indicatif::{ProgressBar, ProgressStyle};
-use lock_core::backend::parse_duration;
-use lock_core::DistributedLock;
 
 use scenarios::ResultRow;
 
@@ -105,14 +105,15 @@ async fn clients(url: &str, n: usize) -> Result<Vec<Arc<dyn DistributedLock>>, S
 async fn offered<T: ?Sized, F, Fut>(n: usize, connect: F) -> Result<Option<Vec<Arc<T>>>, String>
 where
     F: Fn() -> Fut,
-    Fut: std::future::Future<Output = Result<Arc<T>, lock_core::LockError>>,
+    Fut: std::future::Future<Output = Result<Arc<T>, distlock_core::LockError>>,
 {
     let mut v = Vec::with_capacity(n);
     for _ in 0..n {
         match connect().await {
             Ok(c) => v.push(c),
             Err(
-                lock_core::LockError::Unsupported { .. } | lock_core::LockError::InvalidConfig(_),
+                distlock_core::LockError::Unsupported { .. }
+                | distlock_core::LockError::InvalidConfig(_),
             ) => return Ok(None),
             Err(e) => return Err(e.to_string()),
         }
@@ -266,7 +267,7 @@ async fn run_target(
     Ok(())
 }
 
-/// The library's warnings (and more with `RUST_LOG`, e.g. `lock_redis=debug`) on stderr.
+/// The library's warnings (and more with `RUST_LOG`, e.g. `distlock_redis=debug`) on stderr.
 fn init_logs() {
     use tracing_subscriber::filter::{LevelFilter, Targets};
     use tracing_subscriber::prelude::*;

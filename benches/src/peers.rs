@@ -5,10 +5,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::backend::{
+use distlock_core::backend::{
     owner_token, Attempt, Deadline, GuardParts, Lease, LockBackend, LostSignal,
 };
-use lock_core::{AcquireOptions, Capabilities, LockError, LockGuard, Wakeup};
+use distlock_core::{AcquireOptions, Capabilities, LockError, LockGuard, Wakeup};
 use redis::aio::MultiplexedConnection;
 use tokio::time::Instant;
 

@@ -322,7 +322,7 @@ impl RawClient {
 /// `http://host:port` endpoints of an `etcd://` URL.
 #[cfg(feature = "etcd")]
 fn etcd_endpoints(url: &str) -> Result<Vec<String>, String> {
-    let u = lock_core::backend::DistlockUrl::parse(url, 2379).map_err(|e| e.to_string())?;
+    let u = distlock_core::backend::DistlockUrl::parse(url, 2379).map_err(|e| e.to_string())?;
     Ok(u.hosts.iter().map(|h| format!("http://{h}")).collect())
 }
 

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use lock_core::{DistributedLock, LockError};
+use distlock_core::{DistributedLock, LockError};
 
 /// The raw store primitive a lock is compared against.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

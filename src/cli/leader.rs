@@ -11,7 +11,7 @@ pub fn default_identity() -> String {
         .or_else(|_| std::fs::read_to_string("/etc/hostname"))
         .map(|h| h.trim().to_owned())
         .ok()
-        .filter(|h| !h.is_empty() && lock_core::validate_identity(h).is_ok())
+        .filter(|h| !h.is_empty() && distlock_core::validate_identity(h).is_ok())
         .unwrap_or_else(|| "localhost".to_owned());
     format!("{host}:{}", std::process::id())
 }

@@ -4,7 +4,13 @@ use tracing_subscriber::filter::{LevelFilter, Targets};
 use tracing_subscriber::prelude::*;
 
 /// The crates whose events `-v` turns up to debug.
-const OWN_CRATES: &[&str] = &["distlock", "lock_core", "lock_redis", "lock_sql", "lock_zk"];
+const OWN_CRATES: &[&str] = &[
+    "distlock",
+    "distlock_core",
+    "distlock_redis",
+    "distlock_sql",
+    "distlock_zk",
+];
 
 /// The filter: `RUST_LOG` when set (`level` or `target=level,…`), else from `-v` counts.
 ///
@@ -13,7 +19,7 @@ const OWN_CRATES: &[&str] = &["distlock", "lock_core", "lock_redis", "lock_sql",
 pub fn filter(rust_log: Option<&str>, verbose: u8) -> Result<Targets, String> {
     if let Some(spec) = rust_log.filter(|s| !s.trim().is_empty()) {
         return spec.parse::<Targets>().map_err(|e| {
-            format!("RUST_LOG={spec:?} is not a log filter ({e}); e.g. warn,lock_zk=debug")
+            format!("RUST_LOG={spec:?} is not a log filter ({e}); e.g. warn,distlock_zk=debug")
         });
     }
     Ok(match verbose {
@@ -53,14 +59,14 @@ mod tests {
 
     #[test]
     fn rust_log_wins_then_verbosity_then_warnings() {
-        let f = filter(Some("lock_zk=debug"), 0).unwrap();
-        assert!(f.would_enable("lock_zk::session", &Level::DEBUG));
+        let f = filter(Some("distlock_zk=debug"), 0).unwrap();
+        assert!(f.would_enable("distlock_zk::session", &Level::DEBUG));
         assert!(!f.would_enable("sqlx", &Level::ERROR));
         let f = filter(None, 0).unwrap();
-        assert!(f.would_enable("lock_redis", &Level::WARN));
-        assert!(!f.would_enable("lock_redis", &Level::INFO));
+        assert!(f.would_enable("distlock_redis", &Level::WARN));
+        assert!(!f.would_enable("distlock_redis", &Level::INFO));
         let f = filter(None, 1).unwrap();
-        assert!(f.would_enable("lock_sql::row", &Level::DEBUG));
+        assert!(f.would_enable("distlock_sql::row", &Level::DEBUG));
         assert!(!f.would_enable("sqlx::query", &Level::DEBUG));
         assert!(filter(None, 2)
             .unwrap()
@@ -69,7 +75,7 @@ mod tests {
 
     #[test]
     fn a_bad_rust_log_is_an_error_naming_it() {
-        let e = filter(Some("lock_zk=loud"), 0).unwrap_err();
-        assert!(e.contains("lock_zk=loud"), "{e}");
+        let e = filter(Some("distlock_zk=loud"), 0).unwrap_err();
+        assert!(e.contains("distlock_zk=loud"), "{e}");
     }
 }

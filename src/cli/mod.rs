@@ -12,7 +12,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 
 fn dur(s: &str) -> Result<Duration, String> {
-    lock_core::backend::parse_duration(s).map_err(|e| e.to_string())
+    distlock_core::backend::parse_duration(s).map_err(|e| e.to_string())
 }
 
 /// distlock: distributed locks over ZooKeeper, Redis and SQL.
@@ -20,7 +20,7 @@ fn dur(s: &str) -> Result<Duration, String> {
 #[command(name = "distlock", version, after_help = exit::HELP)]
 pub struct Cli {
     /// More log output on stderr: -v shows distlock's debug events, -vv everything at trace.
-    /// `RUST_LOG` (e.g. `warn,lock_zk=debug`) takes precedence; the default shows warnings.
+    /// `RUST_LOG` (e.g. `warn,distlock_zk=debug`) takes precedence; the default shows warnings.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     pub verbose: u8,
     /// The sub-command to run.

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use lock_core::{AcquireOptions, DistributedLock};
+use distlock_core::{AcquireOptions, DistributedLock};
 use tokio::time::Instant;
 
 use super::{fresh_name, ResultRow};

@@ -11,7 +11,7 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use lock_core::{AcquireOptions, DistributedLock};
+use distlock_core::{AcquireOptions, DistributedLock};
 use nix::time::{clock_gettime, ClockId};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdout};

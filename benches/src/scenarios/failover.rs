@@ -4,7 +4,7 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use lock_core::{AcquireOptions, DistributedLock};
+use distlock_core::{AcquireOptions, DistributedLock};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::time::Instant;
 
@@ -44,13 +44,13 @@ pub async fn run(label: &str, url: &str, lock: &dyn DistributedLock) -> Result<R
     let took = killed.elapsed();
     g.release().await.map_err(|e| e.to_string())?;
     let caps = lock.capabilities();
-    let session = caps.crash_release == lock_core::CrashRelease::Session;
+    let session = caps.crash_release == distlock_core::CrashRelease::Session;
     let note = match caps.crash_release {
-        lock_core::CrashRelease::Lease => "freed when the 2 s lease ran out",
-        lock_core::CrashRelease::Session => {
+        distlock_core::CrashRelease::Lease => "freed when the 2 s lease ran out",
+        distlock_core::CrashRelease::Session => {
             "freed when the session expired (the URL's session_timeout, default 10 s; not the lease)"
         }
-        lock_core::CrashRelease::Connection => "freed when the database saw the connection close",
+        distlock_core::CrashRelease::Connection => "freed when the database saw the connection close",
         _ => "freed as the backend's capabilities describe",
     };
     Ok(ResultRow {

@@ -54,5 +54,8 @@ pub struct ResultRow {
 
 /// A fresh lock name for one run.
 pub fn fresh_name(what: &str) -> String {
-    format!("bench-{what}-{}", &lock_core::backend::owner_token()[..10])
+    format!(
+        "bench-{what}-{}",
+        &distlock_core::backend::owner_token()[..10]
+    )
 }

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use lock_core::{Access, AcquireOptions, DistributedRwLock, DistributedSemaphore, LockGuard};
+use distlock_core::{Access, AcquireOptions, DistributedRwLock, DistributedSemaphore, LockGuard};
 use tokio::time::Instant;
 
 use super::{fresh_name, ResultRow};
@@ -69,7 +69,7 @@ async fn cycle<F, Fut>(
 ) -> Result<(Latencies, u64), String>
 where
     F: FnMut(u64) -> (Option<Access>, Fut),
-    Fut: std::future::Future<Output = Result<LockGuard, lock_core::LockError>>,
+    Fut: std::future::Future<Output = Result<LockGuard, distlock_core::LockError>>,
 {
     let (mut waits, mut count) = (Latencies::default(), 0u64);
     while Instant::now() < end {

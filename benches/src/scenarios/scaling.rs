@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lock_core::{AcquireOptions, DistributedLock};
+use distlock_core::{AcquireOptions, DistributedLock};
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 

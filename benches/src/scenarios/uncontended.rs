@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use lock_core::{AcquireOptions, DistributedLock};
+use distlock_core::{AcquireOptions, DistributedLock};
 use tokio::time::Instant;
 
 use super::{fresh_name, ResultRow};

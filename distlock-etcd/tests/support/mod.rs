@@ -1,0 +1,190 @@
+//! Test support for the etcd backend: real etcd from `scripts/services.sh up` (a single member
+//! on 12379, a 3-member cluster on 12479/12489/12499), the conformance harness, and raw
+//! etcd-client access for looking underneath.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+pub mod own_cluster;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use distlock_core::conformance::{CrashableClient, Harness};
+use distlock_core::{DistributedLock, LockError};
+use distlock_etcd::key::LockKeys;
+
+pub fn single_url() -> String {
+    std::env::var("DISTLOCK_TEST_ETCD_URL").unwrap_or_else(|_| "etcd://127.0.0.1:12379".into())
+}
+
+pub fn cluster_url() -> String {
+    std::env::var("DISTLOCK_TEST_ETCD_CLUSTER_URL")
+        .unwrap_or_else(|_| "etcd://127.0.0.1:12479,127.0.0.1:12489,127.0.0.1:12499".into())
+}
+
+/// The `host:port`s of an `etcd://` URL (the toolkit's URL parser).
+fn host_ports(url: &str) -> Vec<distlock_core::backend::HostPort> {
+    distlock_core::backend::DistlockUrl::parse(url, distlock_etcd::config::DEFAULT_PORT)
+        .unwrap()
+        .hosts
+}
+
+/// `host:port,…` of an `etcd://` URL.
+pub fn hosts(url: &str) -> String {
+    let hosts: Vec<String> = host_ports(url).iter().map(ToString::to_string).collect();
+    hosts.join(",")
+}
+
+pub fn ports(url: &str) -> Vec<u16> {
+    host_ports(url).iter().map(|h| h.port).collect()
+}
+
+/// `http://host:port` endpoints of an `etcd://` URL, for etcd-client and etcdctl.
+pub fn endpoints(url: &str) -> Vec<String> {
+    host_ports(url)
+        .iter()
+        .map(|h| format!("http://{h}"))
+        .collect()
+}
+
+/// The member's `/metrics` page (Prometheus text), read over plain HTTP.
+pub async fn metrics(url: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let host = hosts(url);
+    let mut conn = tokio::net::TcpStream::connect(&host).await.unwrap();
+    conn.write_all(format!("GET /metrics HTTP/1.0\r\nHost: {host}\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut body = String::new();
+    conn.read_to_string(&mut body).await.unwrap();
+    body
+}
+
+/// One counter or gauge (`name` without labels) from a [`metrics`] page.
+pub fn metric(page: &str, name: &str) -> i64 {
+    page.lines()
+        .find_map(|l| {
+            l.strip_prefix(name)?
+                .strip_prefix(' ')?
+                .trim()
+                .parse::<f64>()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("{name} not in the member's /metrics"))
+        .round() as i64
+}
+
+/// A lock name unique to this run.
+pub fn unique(what: &str) -> String {
+    format!(
+        "etcd-{what}-{}",
+        &distlock_core::backend::owner_token()[..10]
+    )
+}
+
+fn explain(url: &str, e: impl std::fmt::Display) -> ! {
+    panic!("cannot reach {url}: {e}\nstart the test stores with `scripts/services.sh up`")
+}
+
+pub async fn connect_or_explain(url: &str) -> Arc<dyn DistributedLock> {
+    distlock_etcd::connect(url)
+        .await
+        .unwrap_or_else(|e| explain(url, e))
+}
+
+pub async fn etcd_lock(url: &str) -> distlock_etcd::EtcdLock {
+    distlock_etcd::EtcdLock::connect(distlock_etcd::EtcdConfig::from_url(url).unwrap())
+        .await
+        .unwrap_or_else(|e| explain(url, e))
+}
+
+pub async fn raw(url: &str) -> etcd_client::Client {
+    etcd_client::Client::connect(endpoints(url), None)
+        .await
+        .unwrap_or_else(|e| explain(url, e))
+}
+
+/// The contender keys of lock `name` (under `prefix`), oldest first: (key, create revision).
+pub async fn contenders(url: &str, prefix: &str, name: &str) -> Vec<(String, i64)> {
+    let range = LockKeys::new(prefix, name).range;
+    let opts = etcd_client::GetOptions::new().with_prefix().with_sort(
+        etcd_client::SortTarget::Create,
+        etcd_client::SortOrder::Ascend,
+    );
+    let resp = raw(url).await.get(range, Some(opts)).await.unwrap();
+    resp.kvs()
+        .iter()
+        .map(|kv| {
+            (
+                String::from_utf8_lossy(kv.key()).into_owned(),
+                kv.create_revision(),
+            )
+        })
+        .collect()
+}
+
+pub struct EtcdHarness {
+    /// The servers (`etcd://h:p,…`).
+    pub url: String,
+    /// The key prefix the harness's clients use (the URL path).
+    pub prefix: &'static str,
+}
+
+impl EtcdHarness {
+    /// The single member, with no key prefix (the layout `etcdctl lock NAME` uses).
+    pub fn single() -> Self {
+        EtcdHarness {
+            url: single_url(),
+            prefix: "",
+        }
+    }
+
+    /// The 3-member cluster, with a key prefix.
+    pub fn cluster() -> Self {
+        EtcdHarness {
+            url: cluster_url(),
+            prefix: "distlock-test",
+        }
+    }
+
+    pub fn client_url(&self, hosts: &str) -> String {
+        if self.prefix.is_empty() {
+            format!("etcd://{hosts}")
+        } else {
+            format!("etcd://{hosts}/{}", self.prefix)
+        }
+    }
+}
+
+#[async_trait]
+impl Harness for EtcdHarness {
+    async fn client(&self) -> Arc<dyn DistributedLock> {
+        connect_or_explain(&self.client_url(&hosts(&self.url))).await
+    }
+
+    async fn crashable_client(&self) -> CrashableClient {
+        let url = self.client_url("{hosts}");
+        CrashableClient::through_proxies(&ports(&self.url), |hosts| async move {
+            connect_or_explain(&url.replace("{hosts}", &hosts)).await
+        })
+        .await
+    }
+
+    async fn remove_underneath(&self, name: &str) {
+        let holder = contenders(&self.url, self.prefix, name).await;
+        let (key, _) = holder.first().expect("no contender key to remove");
+        let deleted = raw(&self.url)
+            .await
+            .delete(key.as_str(), None)
+            .await
+            .unwrap();
+        assert_eq!(deleted.deleted(), 1, "{key} was not deleted");
+    }
+
+    async fn traces(&self, name: &str) -> usize {
+        contenders(&self.url, self.prefix, name).await.len()
+    }
+
+    async fn unreachable(&self) -> Result<Arc<dyn DistributedLock>, LockError> {
+        distlock_etcd::connect("etcd://127.0.0.1:1?connect_timeout=1s").await
+    }
+}

@@ -1,0 +1,204 @@
+//! [`RedisLock`]: the `DistributedLock` over one Redis server or a Redlock quorum.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use distlock_core::backend::{owner_token, Attempt, LockBackend, Share};
+use distlock_core::{
+    AcquireOptions, Capabilities, DistributedLock, LockError, LockGuard, LockInfo, Wakeup,
+};
+use futures::future::join_all;
+
+use crate::acquire::{acquire, Rounds};
+use crate::config::{RedisConfig, Topology};
+use crate::error::map;
+use crate::keys::Keys;
+use crate::node::{Node, Peek};
+use crate::redlock::Redlock;
+use crate::single::Single;
+use crate::subscriber::Subscriber;
+
+/// A Redis lock client: one reconnecting connection per node, and the process's lazily opened
+/// pub/sub connection per node (shared with the process's other clients of that node on the
+/// same runtime).
+///
+/// Holds on to one server or a Redlock quorum, chosen by [`RedisConfig::topology`] at
+/// [`RedisLock::connect`]; every acquisition runs the same loop over that topology's rounds.
+pub struct RedisLock {
+    cfg: RedisConfig,
+    store: Store,
+    /// Per node: its connection URL and this client's share of the process's subscriber there.
+    subscribers: Vec<(String, Share<Subscriber>)>,
+    label: String,
+}
+
+/// The topology's servers and rounds.
+enum Store {
+    Single(Box<Single>),
+    Redlock(Redlock),
+}
+
+impl Store {
+    /// Every server (one for a single instance).
+    fn nodes(&self) -> &[Node] {
+        match self {
+            Store::Single(s) => s.nodes(),
+            Store::Redlock(r) => r.nodes(),
+        }
+    }
+}
+
+impl fmt::Debug for RedisLock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisLock")
+            .field("config", &self.cfg)
+            .finish()
+    }
+}
+
+impl RedisLock {
+    /// Connects. Single: the server must answer. Redlock: at least a quorum must answer now;
+    /// the others are retried on every later call. Every server that answers has its
+    /// `maxmemory-policy` checked (see [`RedisConfig::eviction`]).
+    ///
+    /// # Errors
+    /// [`LockError::InvalidConfig`], [`LockError::Unavailable`].
+    pub async fn connect(cfg: RedisConfig) -> Result<Self, LockError> {
+        cfg.validate()?;
+        let label = match cfg.topology {
+            Topology::Single => "redis".to_owned(),
+            Topology::Redlock => format!("redlock-{}", cfg.nodes.len()),
+        };
+        let store = match cfg.topology {
+            Topology::Single => Store::Single(Box::new(Single::connect(&cfg, &label).await?)),
+            Topology::Redlock => Store::Redlock(Redlock::connect(&cfg, &label).await?),
+        };
+        let subscribers = (0..store.nodes().len())
+            .map(|i| (cfg.node_url(i), Share::default()))
+            .collect();
+        Ok(RedisLock {
+            cfg,
+            store,
+            subscribers,
+            label,
+        })
+    }
+
+    /// The configuration in use.
+    pub fn config(&self) -> &RedisConfig {
+        &self.cfg
+    }
+
+    fn single(&self) -> bool {
+        matches!(self.store, Store::Single(_))
+    }
+
+    /// The one server and its pub/sub subscriber; `None` on Redlock.
+    pub(crate) fn single_server(&self) -> Option<(&Node, Arc<Subscriber>)> {
+        match &self.store {
+            Store::Single(s) => Some((&s.nodes()[0], self.subscriber(0))),
+            Store::Redlock(_) => None,
+        }
+    }
+
+    /// Node `i`'s subscriber: the one the process's clients share on the current runtime.
+    fn subscriber(&self, i: usize) -> Arc<Subscriber> {
+        let (url, share) = &self.subscribers[i];
+        Subscriber::shared(share, url, self.store.nodes()[i].addr())
+    }
+
+    /// The backend label (`redis`, `redlock-N`).
+    pub(crate) fn backend_label(&self) -> &str {
+        &self.label
+    }
+}
+
+#[async_trait]
+impl LockBackend for RedisLock {
+    async fn attempt(
+        &self,
+        name: &str,
+        opts: &AcquireOptions,
+        how: Attempt,
+    ) -> Result<Option<LockGuard>, LockError> {
+        let keys = Keys::new(&self.cfg.prefix, name);
+        let token = self
+            .cfg
+            .test_hooks
+            .owner_token
+            .clone()
+            .unwrap_or_else(owner_token);
+        let token = crate::holder::owner_value(token, opts.holder.as_deref());
+        let subs: Vec<_> = (0..self.subscribers.len())
+            .map(|i| self.subscriber(i))
+            .collect();
+        let (subs, try_only) = (&subs, how == Attempt::Try);
+        match &self.store {
+            Store::Single(s) => acquire(&**s, subs, keys, token, name, opts, try_only).await,
+            Store::Redlock(r) => acquire(r, subs, keys, token, name, opts, try_only).await,
+        }
+    }
+
+    /// Leased, woken by release messages; queue lengths from a single instance only.
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::leased(Wakeup::Notify, true)
+            .with_queue_length(self.single())
+            .with_holder_identity(true)
+    }
+
+    fn backend_name(&self) -> &str {
+        &self.label
+    }
+
+    async fn inspect(&self, name: &str) -> Result<LockInfo, LockError> {
+        let keys = Keys::new(&self.cfg.prefix, name);
+        let t = self.cfg.timeout;
+        let peeks = join_all(
+            self.store
+                .nodes()
+                .iter()
+                .map(|n| tokio::time::timeout(t, n.peek(&keys))),
+        )
+        .await;
+        // Per holder token: how many nodes name it, and the last of their views.
+        let mut holders = std::collections::HashMap::<String, (usize, Peek)>::new();
+        for p in peeks.into_iter().flatten() {
+            let p = p
+                .map_err(|e| map(e, &self.label, Some(name)))?
+                .map_err(|f| {
+                    LockError::backend(&self.label, Some(name), f.describe(&keys), None)
+                })?;
+            if let Some(owner) = p.owner.clone() {
+                let seen = holders.entry(owner).or_insert((0, p.clone()));
+                *seen = (seen.0 + 1, p);
+            }
+        }
+        Ok(
+            match holders.into_values().find(|(n, _)| *n >= self.cfg.quorum()) {
+                Some((_, p)) => {
+                    let (owner, holder) = p.owner.map(crate::holder::split).unzip();
+                    LockInfo::held(
+                        p.counter,
+                        owner,
+                        (p.pttl_ms >= 0).then(|| Duration::from_millis(p.pttl_ms as u64)),
+                        self.single().then_some(p.queued.max(0) as usize),
+                    )
+                    .with_holder(holder.flatten())
+                }
+                None => LockInfo::free(),
+            },
+        )
+    }
+}
+
+/// Connects from a `redis://` or `redlock://` URL.
+///
+/// # Errors
+/// As [`RedisConfig::from_url`] and [`RedisLock::connect`].
+pub async fn connect(url: &str) -> Result<Arc<dyn DistributedLock>, LockError> {
+    Ok(Arc::new(
+        RedisLock::connect(RedisConfig::from_url(url)?).await?,
+    ))
+}

@@ -1,0 +1,292 @@
+//! [`RedisConfig`]: nodes, credentials, key prefix, timeouts and the eviction-policy check
+//! from a `redis://` or `redlock://` URL (or the builder).
+//!
+//! # URL parameters
+//! * `prefix=…`: prepended to every lock name to form its key (default empty). It must not
+//!   contain a NUL byte: distlock's own keys beside a lock are told apart from lock keys by one
+//!   (see the crate's key layout).
+//! * `timeout=3s`: bound on connecting and on each command's reply.
+//! * `eviction=refuse|warn` (default `refuse`): what to do when a server's `maxmemory-policy`
+//!   is not `noeviction`. Every other policy can evict keys: `allkeys-*` any key, `volatile-*`
+//!   any key with an expiry, and every held lock key has one. An evicted lock key means two
+//!   holders at once, silently; an evicted fencing counter is survived only through the clock
+//!   floor. `refuse` fails `connect` with [`LockError::InvalidConfig`] naming the server, the
+//!   policy and the fix (`CONFIG SET maxmemory-policy noeviction`, and the same in
+//!   `redis.conf`); `warn` connects and logs a `tracing::warn!` instead. The policy is read with
+//!   `CONFIG GET maxmemory-policy` from every server (each Redlock master, at connect or, for a
+//!   master that was down then, before its first lock); a server where `CONFIG` is disabled,
+//!   renamed or not permitted to the user (managed services) has an unknown policy: distlock
+//!   connects and warns that it could not check. Any other value is `InvalidConfig`.
+
+use std::fmt;
+use std::time::Duration;
+
+use distlock_core::backend::url::HostPort;
+use distlock_core::backend::DistlockUrl;
+use distlock_core::LockError;
+
+/// Single instance or Redlock quorum.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Topology {
+    /// One Redis server.
+    Single,
+    /// N independent masters (N odd, ≥ 3), quorum N/2+1.
+    Redlock,
+}
+
+/// What `connect` does about a server whose `maxmemory-policy` may evict lock keys.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum EvictionCheck {
+    /// Fail with [`LockError::InvalidConfig`] (the default).
+    #[default]
+    Refuse,
+    /// Connect anyway and log a warning.
+    Warn,
+}
+
+/// Test-only knobs: not part of the API, never set them outside distlock's own tests (they
+/// break the guarantees on purpose, to reproduce faults deterministically).
+#[doc(hidden)]
+#[derive(Clone, Debug, Default)]
+pub struct TestHooks {
+    /// Every acquisition uses this owner token instead of a fresh random one.
+    pub owner_token: Option<String>,
+    /// This client's clock (Redlock token floor and queue score) runs this far behind.
+    pub clock_behind: std::time::Duration,
+    /// How long a Redlock waiter some masters granted waits for the rest of the release's
+    /// grants (`None`: the built-in 50 ms), so a test can tell a wait that ran out from one
+    /// that ended early by far more than a loaded machine's stalls.
+    pub grant_gather: Option<std::time::Duration>,
+}
+
+/// Everything a Redis lock client needs. `Debug` never shows the password.
+#[derive(Clone)]
+pub struct RedisConfig {
+    /// Single or Redlock.
+    pub topology: Topology,
+    /// The server(s).
+    pub nodes: Vec<HostPort>,
+    /// Database number.
+    pub db: i64,
+    /// ACL user, if any.
+    pub user: Option<String>,
+    /// Password, if any (never printed).
+    password: Option<String>,
+    /// Prepended to every lock name to form the key (default empty, so a redis-py `Lock(name)`
+    /// and ours use the same key).
+    pub prefix: String,
+    /// Bound on connecting and on each command's reply.
+    pub timeout: Duration,
+    /// What to do about a server whose `maxmemory-policy` may evict lock keys.
+    pub eviction: EvictionCheck,
+    /// Test-only knobs (see [`TestHooks`]).
+    #[doc(hidden)]
+    pub test_hooks: TestHooks,
+}
+
+impl fmt::Debug for RedisConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisConfig")
+            .field("topology", &self.topology)
+            .field("nodes", &self.nodes)
+            .field("db", &self.db)
+            .field("user", &self.user)
+            .field("password", &self.password.as_ref().map(|_| "***"))
+            .field("prefix", &self.prefix)
+            .field("timeout", &self.timeout)
+            .field("eviction", &self.eviction)
+            .finish()
+    }
+}
+
+/// Parameters read from the URL.
+pub const KNOWN_PARAMS: &[&str] = &["prefix", "timeout", "eviction"];
+
+impl RedisConfig {
+    /// A single-instance configuration for `host:port`.
+    pub fn single(host: &str, port: u16) -> Self {
+        RedisConfig {
+            topology: Topology::Single,
+            nodes: vec![HostPort {
+                host: host.to_owned(),
+                port,
+            }],
+            db: 0,
+            user: None,
+            password: None,
+            prefix: String::new(),
+            timeout: Duration::from_secs(3),
+            eviction: EvictionCheck::Refuse,
+            test_hooks: TestHooks::default(),
+        }
+    }
+
+    /// Sets the password (and optional ACL user).
+    pub fn with_auth(mut self, user: Option<String>, password: Option<String>) -> Self {
+        self.user = user;
+        self.password = password;
+        self
+    }
+
+    /// Parses `redis://[user:pass@]host:port[/db][?prefix=…&timeout=…&eviction=…]` or
+    /// `redlock://h1:p1,h2:p2,h3:p3[?…]`.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidConfig`] quoting the bad part (never the password).
+    pub fn from_url(url: &str) -> Result<Self, LockError> {
+        let u = DistlockUrl::parse(url, 6379)?;
+        let topology = match u.scheme.as_str() {
+            "redis" => Topology::Single,
+            "redlock" => Topology::Redlock,
+            "rediss" => {
+                return Err(LockError::invalid_config(format!(
+                    "{:?}: TLS (rediss://) is not built into this distlock; use redis:// on a trusted network or a TLS tunnel",
+                    u.redacted()
+                )))
+            }
+            other => {
+                return Err(LockError::invalid_config(format!(
+                    "scheme {other:?} in {:?} is not a Redis scheme (redis, redlock)",
+                    u.redacted()
+                )))
+            }
+        };
+        if u.hosts.is_empty() {
+            return Err(LockError::invalid_config(format!(
+                "{:?} names no host",
+                u.redacted()
+            )));
+        }
+        let db = if u.path.is_empty() {
+            0
+        } else {
+            u.path.parse::<i64>().map_err(|_| {
+                LockError::invalid_config(format!(
+                    "database {:?} in {:?} is not a number",
+                    u.path,
+                    u.redacted()
+                ))
+            })?
+        };
+        let mut p = u.params();
+        let prefix = p.take("prefix").unwrap_or_default();
+        let timeout = p
+            .take_duration("timeout")?
+            .unwrap_or(Duration::from_secs(3));
+        let eviction = match p.take("eviction").as_deref() {
+            None | Some("refuse") => EvictionCheck::Refuse,
+            Some("warn") => EvictionCheck::Warn,
+            Some(other) => {
+                return Err(LockError::invalid_config(format!(
+                    "parameter `eviction={other}` in {:?}: use eviction=refuse (the default) or eviction=warn",
+                    u.redacted()
+                )))
+            }
+        };
+        p.finish(KNOWN_PARAMS)?;
+        let cfg = RedisConfig {
+            topology,
+            nodes: u.hosts.clone(),
+            db,
+            user: u.user.clone(),
+            password: u.password.clone(),
+            prefix,
+            timeout,
+            eviction,
+            test_hooks: TestHooks::default(),
+        };
+        cfg.validate().map_err(|e| match e {
+            LockError::InvalidConfig(m) => {
+                LockError::invalid_config(format!("{m} (in {:?})", u.redacted()))
+            }
+            other => other,
+        })?;
+        Ok(cfg)
+    }
+
+    /// Checks the node count (one for single, an odd number ≥ 3 for Redlock) and that the
+    /// prefix has no NUL byte.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidConfig`].
+    pub fn validate(&self) -> Result<(), LockError> {
+        if self.prefix.contains('\0') {
+            return Err(LockError::invalid_config(format!(
+                "prefix {:?} contains a NUL byte: distlock keeps its own keys apart from lock keys by a NUL, so a prefix must not contain one",
+                self.prefix
+            )));
+        }
+        let n = self.nodes.len();
+        match self.topology {
+            Topology::Single if n != 1 => Err(LockError::invalid_config(format!(
+                "redis:// takes exactly one host, got {n}; use redlock:// for several masters"
+            ))),
+            Topology::Redlock if n < 3 || n.is_multiple_of(2) => Err(LockError::invalid_config(
+                format!("Redlock needs an odd number of at least 3 independent masters, got {n}"),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// The quorum: N/2 + 1.
+    pub fn quorum(&self) -> usize {
+        self.nodes.len() / 2 + 1
+    }
+
+    /// The redis-rs connection URL of node `i` (contains the password: never print it).
+    pub(crate) fn node_url(&self, i: usize) -> String {
+        let auth = match (&self.user, &self.password) {
+            (Some(u), Some(p)) => format!("{}:{}@", enc(u), enc(p)),
+            (None, Some(p)) => format!(":{}@", enc(p)),
+            (Some(u), None) => format!("{}@", enc(u)),
+            (None, None) => String::new(),
+        };
+        format!("redis://{auth}{}/{}", self.nodes[i], self.db)
+    }
+}
+
+fn enc(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_and_validates() {
+        let c = RedisConfig::from_url("redis://:s3cret@127.0.0.1:16379/2?prefix=locks:").unwrap();
+        assert_eq!(
+            (c.db, c.prefix.as_str(), c.nodes[0].port),
+            (2, "locks:", 16379)
+        );
+        assert!(!format!("{c:?}").contains("s3cret"));
+        let r = RedisConfig::from_url("redlock://a:1,b:2,c:3").unwrap();
+        assert_eq!(r.quorum(), 2);
+        assert_eq!(c.eviction, EvictionCheck::Refuse);
+        let w = RedisConfig::from_url("redis://h?eviction=warn").unwrap();
+        assert_eq!(w.eviction, EvictionCheck::Warn);
+        for (bad, quoted) in [
+            ("redlock://a:1,b:2", "got 2"),
+            ("redlock://a:1,b:2,c:3,d:4", "got 4"),
+            ("redis://u:hunter2@h:1/x", "\"x\""),
+            ("redis://h?ttl=abc", "ttl"),
+            ("redis://h?timeout=abc", "timeout=abc"),
+            ("redis://a:1,b:2", "exactly one"),
+            ("redis://h?prefix=a%00b", "NUL"),
+            ("redis://h?eviction=maybe", "eviction=maybe"),
+        ] {
+            let e = RedisConfig::from_url(bad).unwrap_err();
+            assert!(matches!(e, LockError::InvalidConfig(_)), "{bad}");
+            assert!(e.to_string().contains(quoted), "{bad}: {e}");
+            assert!(!e.to_string().contains("hunter2"));
+        }
+    }
+}

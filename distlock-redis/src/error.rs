@@ -1,0 +1,42 @@
+//! The one place redis-rs errors become [`LockError`]s.
+
+use distlock_core::{BoxError, LockError};
+
+pub(crate) fn map(err: redis::RedisError, backend: &str, name: Option<&str>) -> LockError {
+    if err.kind() == redis::ErrorKind::AuthenticationFailed
+        || err
+            .code()
+            .is_some_and(|c| c == "WRONGPASS" || c == "NOAUTH")
+    {
+        return LockError::invalid_config(format!(
+            "{backend}: the server refused the credentials ({}); check the user and password in the URL",
+            err.code().unwrap_or("auth")
+        ));
+    }
+    if err.is_io_error()
+        || err.is_connection_refusal()
+        || err.is_timeout()
+        || err.is_connection_dropped()
+    {
+        return LockError::unavailable(
+            backend,
+            name,
+            format!("cannot reach Redis: {err}"),
+            Some(Box::new(err) as BoxError),
+        );
+    }
+    if err.code() == Some("READONLY") {
+        return LockError::unavailable(
+            backend,
+            name,
+            "the server is a read-only replica; point distlock at the master",
+            Some(Box::new(err) as BoxError),
+        );
+    }
+    LockError::backend(
+        backend,
+        name,
+        format!("Redis error: {err}"),
+        Some(Box::new(err) as BoxError),
+    )
+}

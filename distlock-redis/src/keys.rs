@@ -1,0 +1,104 @@
+//! How lock names become Redis keys.
+//!
+//! * lock key: `prefix + name`, byte for byte (default prefix empty, so redis-py's
+//!   `Lock(name)` and distlock contend for the same key);
+//! * fencing counter `{L}\0fence`, waiter queue `{L}\0queue`, queue expiry `{L}\0qexp`, where
+//!   `L` is the lock key and `\0` one NUL byte;
+//! * release channel (pub/sub, not a key): `distlock:released:L`.
+//!
+//! # Two different names never share a key
+//! * Lock keys of different names differ: `name ↦ prefix + name` is injective for a fixed
+//!   prefix.
+//! * No lock key is an auxiliary key: names have no NUL (`distlock_core::name`) and neither has the
+//!   prefix ([`RedisConfig::validate`](crate::RedisConfig::validate)), so every lock key is
+//!   NUL-free, while every auxiliary key contains a NUL.
+//! * Auxiliary keys of different names differ: `L` has no NUL, so in `{L}\0s` the first NUL
+//!   sits right after `{L}`, and `L` and the suffix `s` are read back unambiguously.
+//!
+//! The previous layout, `{L}:fence` / `{L}:queue` / `{L}:qexp`, broke the second point: the
+//! lock named `{X}:fence` had exactly the key of name `X`'s counter, so taking `X` overwrote
+//! that holder's key with a counter that never expires, and holding `X` made `{X}:fence` wait
+//! forever. Its counters (strings without expiry) are left where they are: one stops the lock
+//! literally named `{X}:fence` (it looks like a lock held without expiry) until it is deleted.
+//!
+//! # Fencing across the layout change
+//! Counters under this layout start empty, and tokens stay monotonic across the change anyway:
+//! a token is `max(counter + 1, floor)`, and each token drawn under the old layout was at most
+//! the floor's clock at its time (a counter only runs ahead of the clock when one name is
+//! taken twice within a µs). Single instance: the floor is the server's `TIME` in µs, so the
+//! first new token is above every old one unless the server clock went back. Redlock: the
+//! floor is the client's clock, so the same holds unless the new client's clock is behind the
+//! old holders' clocks — the assumption Redlock fencing makes whenever counters are lost (see
+//! `redlock/fence.rs`).
+//!
+//! All of a lock's keys carry `L` as a Redis Cluster hash tag, so they share the lock key's slot
+//! whenever `L` contains no `{`/`}` (distlock does not run on Redis Cluster; the naming keeps a
+//! future Cluster mode possible).
+
+/// The keys and channel of one lock.
+#[derive(Clone, Debug)]
+pub(crate) struct Keys {
+    pub lock: String,
+    pub fence: String,
+    pub queue: String,
+    pub qexp: String,
+    pub channel: String,
+}
+
+impl Keys {
+    /// The keys of lock `name` under `prefix` (neither contains a NUL: both are validated).
+    pub(crate) fn new(prefix: &str, name: &str) -> Self {
+        let lock = format!("{prefix}{name}");
+        Keys {
+            fence: format!("{{{lock}}}\0fence"),
+            queue: format!("{{{lock}}}\0queue"),
+            qexp: format!("{{{lock}}}\0qexp"),
+            channel: format!("distlock:released:{lock}"),
+            lock,
+        }
+    }
+
+    /// What `key` is to distlock, for error messages.
+    pub(crate) fn role(&self, key: &str) -> &'static str {
+        match key {
+            k if k == self.lock => "the lock key",
+            k if k == self.fence => "distlock's fencing counter",
+            k if k == self.queue => "distlock's waiter queue",
+            k if k == self.qexp => "distlock's waiter-queue expiry",
+            _ => "a key distlock uses",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Keys;
+
+    #[test]
+    fn no_key_of_one_name_is_a_key_of_another() {
+        let names = [
+            "x",
+            "{x}:fence",
+            "{x}:queue",
+            "{x}:qexp",
+            "{x}",
+            "x}",
+            "{x",
+            "{x}fence",
+            "x:fence",
+            "distlock:released:x",
+        ];
+        for prefix in ["", "p:", "{"] {
+            let mut seen = std::collections::HashMap::new();
+            for name in names {
+                let k = Keys::new(prefix, name);
+                assert!(!k.lock.contains('\0'));
+                for key in [&k.lock, &k.fence, &k.queue, &k.qexp] {
+                    if let Some(other) = seen.insert(key.clone(), (prefix, name)) {
+                        assert_eq!(other, (prefix, name), "{key:?} shared");
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,458 @@
+//! [`Node`]: one Redis server and the script calls distlock makes on it.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use distlock_core::LockError;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{Client, ErrorKind, RedisError, RedisResult, Value};
+use tokio::sync::OnceCell;
+
+use crate::config::{EvictionCheck, RedisConfig};
+use crate::error::map;
+use crate::eviction::{self, Policy};
+use crate::keys::Keys;
+use crate::scripts::{ACQUIRE, ALL, EXTEND, FENCE_WRITEBACK, LEAVE, PEEK, RELEASE};
+
+/// The outcome of one acquire script run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Attempt {
+    /// We hold it now, with this node's fencing token (a Redlock waiter's queue entry stays
+    /// until its release).
+    Acquired { token: u64 },
+    /// Someone holds it (or waiters are ahead of us); the holder's lease has `pttl_ms` left
+    /// (-1: no expiry, e.g. a redis-py lock without timeout); this node's fencing counter is
+    /// `counter` (Redlock draws its token above it).
+    Held { pttl_ms: i64, counter: u64 },
+    /// One of the lock's keys holds data distlock did not write.
+    Foreign(Foreign),
+}
+
+/// Data distlock did not write, found at one of a lock's keys by a script (which then wrote
+/// nothing): reported, never touched.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Foreign {
+    /// Its Redis type (with a note when the type is right but the shape is not).
+    pub kind: String,
+    /// The key.
+    pub key: String,
+}
+
+impl Foreign {
+    /// What was found, where, and what to do about it (the key is quoted with escapes, so its
+    /// NUL shows as `\0`).
+    pub(crate) fn describe(&self, keys: &Keys) -> String {
+        self.describe_as(keys.role(&self.key))
+    }
+
+    /// As [`Foreign::describe`], for a key whose role is `role`.
+    pub(crate) fn describe_as(&self, role: &str) -> String {
+        format!(
+            "{} {:?} holds a Redis {} that distlock did not write (another application's data?); \
+             it was left untouched: remove it, or pick another name or prefix",
+            role, self.key, self.kind
+        )
+    }
+}
+
+/// `{-1, type, key}`, the scripts' report of foreign data.
+fn foreign_in(reply: &Value) -> Option<Foreign> {
+    let Value::Array(items) = reply else {
+        return None;
+    };
+    if items.first().map(int) != Some(-1) {
+        return None;
+    }
+    let text = |v| text(v).unwrap_or_else(|| "unknown".to_owned());
+    Some(Foreign {
+        kind: text(items.get(1)),
+        key: text(items.get(2)),
+    })
+}
+
+/// A script's array answer, or the foreign data it reported instead.
+pub(crate) fn reply_items(reply: Value) -> Result<Vec<Value>, Foreign> {
+    if let Some(f) = foreign_in(&reply) {
+        return Err(f);
+    }
+    Ok(match reply {
+        Value::Array(items) => items,
+        _ => Vec::new(),
+    })
+}
+
+/// A bulk or simple string in a script's answer.
+pub(crate) fn text(v: Option<&Value>) -> Option<String> {
+    match v {
+        Some(Value::BulkString(b)) => Some(String::from_utf8_lossy(b).into_owned()),
+        Some(Value::SimpleString(s)) => Some(s.clone()),
+        _ => None,
+    }
+}
+
+/// A script's answer as a flag (1 = done), or the foreign data it found.
+pub(crate) fn flag(reply: &Value) -> Result<bool, Foreign> {
+    foreign_in(reply).map_or_else(|| Ok(int(reply) == 1), Err)
+}
+
+/// How a release hands the lock to the head of a node's queue (`lua/release.lua`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Handoff {
+    /// The grant's token is at least this (`None`: the server's clock in µs).
+    pub floor: Option<u64>,
+    /// The release the grant belongs to (`None` on a single instance): one id for every master
+    /// of one Redlock release, so the head counts a quorum of grants of one release only.
+    pub release: Option<u64>,
+}
+
+impl Handoff {
+    /// A release's handoff: on a single instance (`lag` `None`) the server's clock and no id; on
+    /// Redlock one reading of this client's clock (behind by `lag`, a test hook) and a fresh
+    /// random id, both the same for every master.
+    pub(crate) fn new(lag: Option<std::time::Duration>) -> Handoff {
+        match lag {
+            None => Handoff::default(),
+            Some(lag) => Handoff {
+                floor: Some(crate::clock::now_us(lag)),
+                release: Some(rand::random()),
+            },
+        }
+    }
+}
+
+/// One server: a reconnecting multiplexed connection plus the client to open pub/sub with.
+#[derive(Clone)]
+pub(crate) struct Node {
+    pub conn: ConnectionManager,
+    pub client: Client,
+    /// Set once the server's `maxmemory-policy` passed the check (see `eviction.rs`): at
+    /// connect, or before the first lock on a Redlock master that was down then.
+    policy_checked: Arc<OnceCell<()>>,
+    eviction: EvictionCheck,
+    addr: String,
+    label: String,
+    /// Set when a call to this node timed out, cleared when it answers: a stalled node is not
+    /// waited for again while the others answer (`quorum::gather`).
+    stalled: Arc<AtomicBool>,
+}
+
+pub(crate) fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
+}
+
+pub(crate) fn int(v: &Value) -> i64 {
+    match v {
+        Value::Int(i) => *i,
+        Value::BulkString(b) => String::from_utf8_lossy(b).parse().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+impl Node {
+    /// Connects to node `i` of `cfg`, bounded by `cfg.timeout`, and loads the scripts there (an
+    /// unreachable node is returned as an error; [`Node::lazy`] makes one that retries later).
+    pub(crate) async fn connect(
+        cfg: &RedisConfig,
+        i: usize,
+        label: &str,
+    ) -> Result<Node, LockError> {
+        let node = Self::lazy(cfg, i, label)?;
+        let mut c = node.conn.clone();
+        // One round trip checks the node, loads every script (so the first EVALSHA of a lock
+        // call does not pay NOSCRIPT + SCRIPT LOAD + retry: three round trips on a slow link)
+        // and reads the eviction policy (a refused CONFIG must not fail the rest).
+        let mut load = redis::pipe();
+        for s in ALL {
+            load.cmd("SCRIPT").arg("LOAD").arg(s);
+        }
+        load.add_command(eviction::command()).ignore_errors();
+        let loaded = load.query_async::<Vec<RedisResult<Value>>>(&mut c);
+        let mut replies =
+            match tokio::time::timeout(cfg.timeout + Duration::from_secs(1), loaded).await {
+                Ok(Ok(replies)) => replies,
+                Ok(Err(e)) => return Err(map(e, label, None)),
+                Err(_) => {
+                    return Err(LockError::unavailable(
+                        label,
+                        None,
+                        format!("no answer from {} within {:?}", cfg.nodes[i], cfg.timeout),
+                        None,
+                    ))
+                }
+            };
+        let policy = replies.pop().unwrap_or(Ok(Value::Nil));
+        if let Some(Err(e)) = replies.into_iter().find(Result::is_err) {
+            return Err(map(e, label, None));
+        }
+        let policy = Policy::from_reply(policy).map_err(|e| map(e, label, None))?;
+        eviction::judge(&policy, node.eviction, label, &node.addr)?;
+        let _ = node.policy_checked.set(());
+        Ok(node)
+    }
+
+    /// A Redlock master that was down at connect: its eviction policy is checked before its
+    /// first lock, and until it passes the master is not counted (its refusal is an error
+    /// here, logged, so the round counts it as a master that did not answer).
+    async fn check_policy(&self) -> RedisResult<()> {
+        self.policy_checked
+            .get_or_try_init(|| async {
+                let mut c = self.conn.clone();
+                let policy = Policy::from_reply(eviction::command().query_async(&mut c).await)?;
+                eviction::judge(&policy, self.eviction, &self.label, &self.addr).map_err(|e| {
+                    tracing::error!(backend = %self.label, server = %self.addr, error = %e, "Redlock master not used");
+                    RedisError::from((
+                        ErrorKind::InvalidClientConfig,
+                        "maxmemory-policy can evict lock keys",
+                        e.to_string(),
+                    ))
+                })
+            })
+            .await
+            .map(|_| ())
+    }
+
+    /// The server's `host:port` (for logs and messages: never the URL, which may hold the
+    /// password).
+    pub(crate) fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    /// A node whose connection is opened on first use (and re-opened after failures).
+    pub(crate) fn lazy(cfg: &RedisConfig, i: usize, label: &str) -> Result<Node, LockError> {
+        let client = Client::open(cfg.node_url(i)).map_err(|e| {
+            LockError::invalid_config(format!(
+                "{label}: bad address {}: {:?}",
+                cfg.nodes[i],
+                e.kind()
+            ))
+        })?;
+        let mgr_cfg = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(cfg.timeout))
+            .set_response_timeout(Some(cfg.timeout))
+            .set_number_of_retries(2)
+            .set_max_delay(Duration::from_millis(200));
+        let conn = ConnectionManager::new_lazy_with_config(client.clone(), mgr_cfg)
+            .map_err(|e| map(e, label, None))?;
+        Ok(Node {
+            conn,
+            client,
+            policy_checked: Arc::new(OnceCell::new()),
+            eviction: cfg.eviction,
+            addr: cfg.nodes[i].to_string(),
+            label: label.to_owned(),
+            stalled: Arc::new(AtomicBool::new(false)),
+        })
+    }
+
+    /// Whether this node's last call timed out, with no answer since.
+    pub(crate) fn is_stalled(&self) -> bool {
+        self.stalled.load(Ordering::Relaxed)
+    }
+
+    /// Records whether a call to this node timed out (`false`: it answered, an error counts).
+    pub(crate) fn heard(&self, timed_out: bool) {
+        if self.stalled.swap(timed_out, Ordering::Relaxed) != timed_out {
+            tracing::debug!(backend = %self.label, server = %self.addr, stalled = timed_out, "Redis node");
+        }
+    }
+
+    /// `call` on this node bounded by `t`, recording whether the node failed to answer: it
+    /// timed out (here, or as the connection's own response timeout) or the connection failed.
+    /// Only a reply from the server (an error reply included) clears the mark.
+    pub(crate) async fn within<T>(
+        &self,
+        t: Duration,
+        call: impl std::future::Future<Output = RedisResult<T>>,
+    ) -> Result<RedisResult<T>, tokio::time::error::Elapsed> {
+        let reply = tokio::time::timeout(t, call).await;
+        self.heard(match &reply {
+            Err(_) => true,
+            Ok(Err(e)) => e.is_timeout() || e.is_io_error() || e.is_connection_dropped(),
+            Ok(Ok(_)) => false,
+        });
+        reply
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn acquire(
+        &self,
+        keys: &Keys,
+        token: &str,
+        ttl: Duration,
+        wait: bool,
+        waiter_ttl: Duration,
+        score: Option<u64>,
+        floor: Option<u64>,
+    ) -> RedisResult<Attempt> {
+        self.check_policy().await?;
+        let mut c = self.conn.clone();
+        let reply: Value = ACQUIRE
+            .key(&keys.lock)
+            .key(&keys.fence)
+            .key(&keys.queue)
+            .key(&keys.qexp)
+            .arg(token)
+            .arg(ms(ttl))
+            .arg(if wait { "wait" } else { "try" })
+            .arg(ms(waiter_ttl))
+            .arg(score.map(|s| s.to_string()).unwrap_or_default())
+            .arg(floor.map(|f| f.to_string()).unwrap_or_default())
+            .invoke_async(&mut c)
+            .await?;
+        let items = match reply_items(reply) {
+            Ok(items) => items,
+            Err(f) => return Ok(Attempt::Foreign(f)),
+        };
+        Ok(match items.first().map(int) {
+            Some(1) => Attempt::Acquired {
+                token: items.get(1).map(int).unwrap_or(0).max(0) as u64,
+            },
+            _ => Attempt::Held {
+                pttl_ms: items.get(1).map(int).unwrap_or(-2),
+                counter: items.get(3).map(int).unwrap_or(0).max(0) as u64,
+            },
+        })
+    }
+
+    /// Releases our lock: `Ok(true)` released, `Ok(false)` not ours. The lock goes straight to
+    /// the head of the queue, if any, as `handoff` says (see `lua/release.lua`): a single
+    /// instance's head holds on it, a Redlock head once a quorum of masters granted it in one
+    /// release.
+    pub(crate) async fn release(
+        &self,
+        keys: &Keys,
+        token: &str,
+        handoff: Handoff,
+    ) -> RedisResult<Result<bool, Foreign>> {
+        self.release_as(keys, token, Some(handoff)).await
+    }
+
+    /// Gives back what a Redlock round that missed its quorum took here: released like
+    /// [`Node::release`], but the head is only woken, never granted — a master handed to a
+    /// waiter the other masters did not grant would split the next round too.
+    pub(crate) async fn undo(
+        &self,
+        keys: &Keys,
+        token: &str,
+    ) -> RedisResult<Result<bool, Foreign>> {
+        self.release_as(keys, token, None).await
+    }
+
+    /// Releases, granting the head as `grant` says (`None`: only waking it).
+    async fn release_as(
+        &self,
+        keys: &Keys,
+        token: &str,
+        grant: Option<Handoff>,
+    ) -> RedisResult<Result<bool, Foreign>> {
+        let opt = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
+        let handoff = grant.unwrap_or_default();
+        let mut c = self.conn.clone();
+        let reply: Value = RELEASE
+            .key(&keys.lock)
+            .key(&keys.queue)
+            .key(&keys.qexp)
+            .key(&keys.fence)
+            .arg(token)
+            .arg(&keys.channel)
+            .arg(if grant.is_some() { "1" } else { "" })
+            .arg(opt(handoff.floor))
+            .arg(opt(handoff.release))
+            .invoke_async(&mut c)
+            .await?;
+        Ok(flag(&reply))
+    }
+
+    /// Extends our lease: `Ok(true)` extended, `Ok(false)` not ours.
+    pub(crate) async fn extend(
+        &self,
+        keys: &Keys,
+        token: &str,
+        ttl: Duration,
+    ) -> RedisResult<Result<bool, Foreign>> {
+        let mut c = self.conn.clone();
+        let reply: Value = EXTEND
+            .key(&keys.lock)
+            .arg(token)
+            .arg(ms(ttl))
+            .invoke_async(&mut c)
+            .await?;
+        Ok(flag(&reply))
+    }
+
+    /// Leaves the waiter queue (foreign data there is left alone: nothing to report to a
+    /// waiter that is going away).
+    pub(crate) async fn leave(&self, keys: &Keys, token: &str) -> RedisResult<()> {
+        let mut c = self.conn.clone();
+        let _: Value = LEAVE
+            .key(&keys.lock)
+            .key(&keys.queue)
+            .key(&keys.qexp)
+            .arg(token)
+            .arg(&keys.channel)
+            .invoke_async(&mut c)
+            .await?;
+        Ok(())
+    }
+
+    /// Raises the counter to `fence` and leaves the queue: the counter after the write.
+    pub(crate) async fn writeback(
+        &self,
+        keys: &Keys,
+        fence: u64,
+        owner: &str,
+    ) -> RedisResult<Result<u64, Foreign>> {
+        let mut c = self.conn.clone();
+        let reply: Value = FENCE_WRITEBACK
+            .key(&keys.fence)
+            .key(&keys.queue)
+            .key(&keys.qexp)
+            .arg(fence)
+            .arg(owner)
+            .invoke_async(&mut c)
+            .await?;
+        if let Some(f) = foreign_in(&reply) {
+            return Ok(Err(f));
+        }
+        Ok(Ok(match &reply {
+            Value::Array(items) => items.get(1).map(int).unwrap_or(0).max(0) as u64,
+            _ => 0,
+        }))
+    }
+
+    /// Holder's (token, pttl), the fencing counter and the queue length, for `inspect`.
+    pub(crate) async fn peek(&self, keys: &Keys) -> RedisResult<Result<Peek, Foreign>> {
+        let mut c = self.conn.clone();
+        let reply: Value = PEEK
+            .key(&keys.lock)
+            .key(&keys.fence)
+            .key(&keys.queue)
+            .key(&keys.qexp)
+            .invoke_async(&mut c)
+            .await?;
+        let items = match reply_items(reply) {
+            Ok(items) => items,
+            Err(f) => return Ok(Err(f)),
+        };
+        Ok(Ok(Peek {
+            owner: text(items.first()),
+            pttl_ms: items.get(1).map(int).unwrap_or(-2),
+            counter: text(items.get(2)).and_then(|c| c.parse().ok()),
+            queued: items.get(3).map(int).unwrap_or(0),
+        }))
+    }
+}
+
+/// One node's view of a lock, for `inspect`.
+#[derive(Debug, Clone)]
+pub(crate) struct Peek {
+    /// The holder's token, if the key exists.
+    pub owner: Option<String>,
+    /// The key's remaining lease (negative: no key, or no expiry).
+    pub pttl_ms: i64,
+    /// The fencing counter, if there is one.
+    pub counter: Option<u64>,
+    /// Queued waiters.
+    pub queued: i64,
+}

@@ -1,0 +1,177 @@
+//! The conformance harness for the Redis backend: real redis-server processes from
+//! `scripts/services.sh up` (16379 single, 17001–17005 Redlock masters).
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+
+pub mod grants;
+
+use async_trait::async_trait;
+use distlock_core::conformance::{CrashableClient, Harness};
+use distlock_core::{DistributedLock, LockError};
+
+pub fn single_url() -> String {
+    std::env::var("DISTLOCK_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:16379".into())
+}
+
+pub fn redlock_url() -> String {
+    std::env::var("DISTLOCK_TEST_REDLOCK_URL").unwrap_or_else(|_| {
+        "redlock://127.0.0.1:17001,127.0.0.1:17002,127.0.0.1:17003,127.0.0.1:17004,127.0.0.1:17005".into()
+    })
+}
+
+/// The `host:port`s of a URL.
+pub fn ports(url: &str) -> Vec<u16> {
+    let hosts = url
+        .split("://")
+        .nth(1)
+        .unwrap()
+        .split(['/', '?'])
+        .next()
+        .unwrap();
+    hosts
+        .split(',')
+        .map(|h| h.rsplit(':').next().unwrap().parse().unwrap())
+        .collect()
+}
+
+/// A fault proxy in front of each Redlock master, and the `redlock://` URL through them.
+pub async fn redlock_proxies() -> (Vec<distlock_core::fault::FaultProxy>, String) {
+    let mut proxies = Vec::new();
+    for p in ports(&redlock_url()) {
+        let proxy = distlock_core::fault::FaultProxy::start(([127, 0, 0, 1], p).into());
+        proxies.push(proxy.await.unwrap());
+    }
+    let hosts: Vec<String> = proxies
+        .iter()
+        .map(|p| format!("127.0.0.1:{}", p.addr().port()))
+        .collect();
+    let url = format!("redlock://{}", hosts.join(","));
+    (proxies, url)
+}
+
+/// A fresh lock name for one test.
+pub fn unique(what: &str) -> String {
+    format!(
+        "redis-{what}-{}",
+        &distlock_core::backend::owner_token()[..10]
+    )
+}
+
+/// distlock's own key `what` (`fence`, `queue`, `qexp`) beside the lock key `lock`, as
+/// `src/keys.rs` lays it out.
+pub fn aux_key(lock: &str, what: &str) -> String {
+    format!("{{{lock}}}\0{what}")
+}
+
+/// Runs one raw command on the server at `port`.
+pub async fn run<T: redis::FromRedisValue>(port: u16, cmd: &mut redis::Cmd) -> T {
+    let mut c = raw(port).await;
+    cmd.query_async(&mut c).await.unwrap()
+}
+
+pub async fn connect_or_explain(url: &str) -> Arc<dyn DistributedLock> {
+    match distlock_redis::connect(url).await {
+        Ok(l) => l,
+        Err(e) => {
+            panic!("cannot reach {url}: {e}\nstart the test stores with `scripts/services.sh up`")
+        }
+    }
+}
+
+/// A plain connection to the server at `port` for a test's own setup and checks, answering
+/// within 5 s (the client's default, 500 ms, is short for two busy cores running two suites:
+/// a test's cleanup `DEL` once failed under such load, most likely on it).
+pub async fn raw(port: u16) -> redis::aio::MultiplexedConnection {
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}")).unwrap();
+    let config = redis::AsyncConnectionConfig::new()
+        .set_response_timeout(Some(std::time::Duration::from_secs(5)));
+    match client
+        .get_multiplexed_async_connection_with_config(&config)
+        .await
+    {
+        Ok(c) => c,
+        Err(e) => panic!("cannot reach redis on {port}: {e}\nstart the test stores with `scripts/services.sh up`"),
+    }
+}
+
+pub struct RedisHarness {
+    pub url: String,
+    pub ports: Vec<u16>,
+}
+
+impl RedisHarness {
+    pub fn single() -> Self {
+        let url = single_url();
+        RedisHarness {
+            ports: ports(&url),
+            url,
+        }
+    }
+
+    pub fn redlock() -> Self {
+        let url = redlock_url();
+        RedisHarness {
+            ports: ports(&url),
+            url,
+        }
+    }
+
+    fn scheme(&self) -> &str {
+        self.url.split("://").next().unwrap()
+    }
+}
+
+#[async_trait]
+impl Harness for RedisHarness {
+    async fn client(&self) -> Arc<dyn DistributedLock> {
+        connect_or_explain(&self.url).await
+    }
+
+    async fn crashable_client(&self) -> CrashableClient {
+        let scheme = self.scheme().to_owned();
+        CrashableClient::through_proxies(&self.ports, |hosts| async move {
+            connect_or_explain(&format!("{scheme}://{hosts}")).await
+        })
+        .await
+    }
+
+    async fn remove_underneath(&self, name: &str) {
+        for p in &self.ports {
+            let mut c = raw(*p).await;
+            let _: i64 = redis::cmd("DEL")
+                .arg(name)
+                .query_async(&mut c)
+                .await
+                .unwrap();
+        }
+    }
+
+    async fn traces(&self, name: &str) -> usize {
+        let mut n = 0;
+        for p in &self.ports {
+            let mut c = raw(*p).await;
+            let exists: i64 = redis::cmd("EXISTS")
+                .arg(name)
+                .query_async(&mut c)
+                .await
+                .unwrap();
+            let queued: i64 = redis::cmd("ZCARD")
+                .arg(aux_key(name, "queue"))
+                .query_async(&mut c)
+                .await
+                .unwrap();
+            n += (exists + queued) as usize;
+        }
+        n
+    }
+
+    async fn unreachable(&self) -> Result<Arc<dyn DistributedLock>, LockError> {
+        let url = if self.ports.len() == 1 {
+            "redis://127.0.0.1:1?timeout=1s".to_owned()
+        } else {
+            "redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3?timeout=1s".to_owned()
+        };
+        distlock_redis::connect(&url).await
+    }
+}
