@@ -14,7 +14,7 @@ import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CRATES = [".", "distlock-core", "distlock-redis", "distlock-sql", "distlock-zk", "distlock-etcd", "distlock-chaos", "benches"]
+CRATES = [".", "distlock-core", "distlock-redis", "distlock-sql", "distlock-zk", "distlock-etcd", "distlock-chaos", "distlock-cli", "benches"]
 
 
 def modules(src):

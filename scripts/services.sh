@@ -199,7 +199,7 @@ zk_start() { # zk_start PORT [ENSEMBLE_INDEX]
   local port=$1 d; d=$(zk_dir "$1")
   ensure_pkg "$ZK_HOME/bin/zkServer.sh" zookeeper
   ensure_pkg java default-jre-headless
-  # Curator and a JDK for the LeaderLatch interop test (tests/curator_election.rs).
+  # Curator and a JDK for the LeaderLatch interop test (distlock-cli/tests/curator_election.rs).
   ensure_pkg javac default-jdk-headless
   ensure_pkg /usr/share/java/curator-recipes.jar libcurator-recipes-java
   local pid; pid=$(pidof_file "$d/zk.pid")

@@ -77,7 +77,7 @@ fn quick_run_on_sqlite_writes_the_report() {
 /// up`) and on SQLite: both rows are written for each, the semaphore never had more than its 4
 /// permits out, and no violation was seen. (Holds last one yield, so how many permits are out
 /// at once depends on timing: that all N get used is checked where holds are long, in
-/// `tests/exec_permits.rs` and the conformance cases.)
+/// `distlock-cli/tests/exec_permits.rs` and the conformance cases.)
 #[test]
 fn quick_semaphore_and_rwlock_rows_keep_their_bounds() {
     let out = std::env::temp_dir().join(format!("distlock-bench-permits-{}", std::process::id()));

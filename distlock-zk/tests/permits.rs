@@ -1,7 +1,7 @@
 //! The semaphore and read-write lock on ZooKeeper (standalone 12181 and the 3-node ensemble,
 //! `scripts/services.sh up`): the shared conformance cases, Curator's node layouts, and
 //! foreign (Curator-shaped) nodes counted. Interop with real Curator is in the workspace's
-//! `tests/curator_permits.rs`.
+//! `distlock-cli/tests/curator_permits.rs`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;

@@ -1,8 +1,8 @@
 //! `distlock leader`: who leads an election group, as text or JSON (exit 0), or that nobody
 //! does (exit [`exit::NO_LEADER`]); and the default identity of `distlock elect`.
 
-use super::exit;
-use super::inspect::connect_and;
+use crate::exit;
+use crate::inspect::connect_and;
 
 /// `HOSTNAME:PID`, the identity `distlock elect` campaigns with unless given one (the host
 /// name from the kernel, `localhost` when it cannot be read).

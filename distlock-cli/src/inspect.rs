@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use distlock::{DistributedLock, LockConfig, LockError};
 
-use super::exit;
+use crate::exit;
 
 /// Connects to `url` and runs `op` on the lock: the lock and the answer, or (reported on
 /// stderr) the exit code of the error.

@@ -21,7 +21,7 @@ use std::sync::mpsc::{channel, Receiver};
 use std::sync::Arc;
 use std::time::Duration;
 
-use distlock_core::{AcquireOptions, DistributedSemaphore};
+use distlock::{AcquireOptions, DistributedSemaphore};
 use support::java::{compile_java, now_us, zk_hosts};
 use support::procs::Reaper;
 use support::unique;

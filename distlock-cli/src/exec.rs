@@ -48,7 +48,7 @@
 //! # Exit status
 //! CMD's own status when it ran under the lock to its end; 70 when the lock was lost while it
 //! ran or the release at the end found the lock no longer held (also when CMD exited 0: the
-//! status never claims a protected run that was not); see [`super::exit`].
+//! status never claims a protected run that was not); see [`crate::exit`].
 
 use std::future::poll_fn;
 use std::io::{self, Read, Write};
@@ -71,7 +71,7 @@ use tokio::process::{Child, Command};
 use tokio::signal::unix::{signal, Signal as SignalStream, SignalKind};
 use tokio::time::{sleep, timeout, timeout_at, Instant};
 
-use super::exit;
+use crate::exit;
 
 /// Writes a line to stderr, ignoring failures (`eprintln!` panics when stderr is gone, as it
 /// is after the terminal hung up, and the panic would end `exec` before it released the lock).
@@ -428,7 +428,7 @@ async fn connect(a: &ExecArgs) -> Result<(Client, AcquireOptions), LockError> {
 
 impl ExecArgs {
     /// `exec` or `elect`, holding what `take` says while CMD runs.
-    pub fn new(url: String, name: String, run: super::RunArgs, take: Take) -> Self {
+    pub fn new(url: String, name: String, run: crate::args::RunArgs, take: Take) -> Self {
         ExecArgs {
             url,
             name,

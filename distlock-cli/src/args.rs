@@ -1,15 +1,11 @@
-//! The `distlock` command line: `exec` (a distributed flock), `elect` (run while leading),
+//! The `distlock` command line's arguments: `exec` (a distributed flock), `elect` (run while leading),
 //! `leader` (who leads) and `inspect`.
-
-pub mod exec;
-pub mod exit;
-pub mod inspect;
-pub mod leader;
-pub mod logs;
 
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+
+use crate::exit;
 
 fn dur(s: &str) -> Result<Duration, String> {
     distlock_core::backend::parse_duration(s).map_err(|e| e.to_string())

@@ -20,7 +20,7 @@ use std::time::Duration;
 use support::procs;
 
 fn script() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/services.sh")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/services.sh")
 }
 
 /// Where the chaos set keeps its instances (as the script computes it).
