@@ -7,27 +7,24 @@
 //! DISTLOCK_URL=postgres://postgres@127.0.0.1:15432/distlock?mode=for_update cargo run --example job_runner
 //! ```
 //!
-//! The "resource" is a file that remembers the highest fencing token it accepted and refuses
-//! writes carrying a lower one — what any store behind a lock should do.
+//! The "resource" is a file written through `distlock::fence::write_file`: it remembers the
+//! highest fencing token it accepted and refuses writes carrying a lower one — what any store
+//! behind a lock should do (`distlock::fence` has the same for SQL, Redis, etcd and ZooKeeper).
 
 use std::path::Path;
 use std::time::Duration;
 
+use distlock::fence::{write_file, FenceError};
 use distlock::AcquireOptions;
 
-/// Appends `line` unless a newer holder (higher token) already wrote.
+/// Appends `line` unless a newer holder (higher token) already wrote; `false` when refused.
 fn fenced_append(path: &Path, token: u64, line: &str) -> std::io::Result<bool> {
     let text = std::fs::read_to_string(path).unwrap_or_default();
-    let highest = text
-        .lines()
-        .filter_map(|l| l.split_whitespace().next()?.parse::<u64>().ok())
-        .max()
-        .unwrap_or(0);
-    if token < highest {
-        return Ok(false);
+    match write_file(path, token, format!("{text}{token} {line}\n").as_bytes()) {
+        Ok(()) => Ok(true),
+        Err(FenceError::Stale(_)) => Ok(false),
+        Err(FenceError::Store(e)) => Err(e),
     }
-    std::fs::write(path, format!("{text}{token} {line}\n"))?;
-    Ok(true)
 }
 
 #[tokio::main]

@@ -33,6 +33,7 @@
 
 mod config;
 mod configured;
+pub mod fence;
 mod registry;
 
 use std::sync::Arc;

@@ -1,15 +1,14 @@
-//! [`FencedResource`]: a PostgreSQL table that accepts a write only with a fencing token ≥ the
-//! highest it has accepted, and logs every accepted and rejected write.
+//! [`FencedResource`]: a register behind `distlock::fence::sql::postgres` (the public adapter
+//! users get) that logs every accepted and rejected write to PostgreSQL.
 
-use std::str::FromStr;
-
-use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
-use sqlx::{AnyPool, AssertSqlSafe, Row};
+use distlock::fence::{sql::postgres as fence, FenceError};
+use sqlx::postgres::PgPoolOptions;
+use sqlx::{AssertSqlSafe, PgPool, Row};
 
 /// The fenced resource.
 #[derive(Clone)]
 pub struct FencedResource {
-    pool: AnyPool,
+    pool: PgPool,
     id: String,
 }
 
@@ -27,22 +26,18 @@ pub struct WriteStats {
 impl FencedResource {
     /// A fresh resource `id` in the PostgreSQL database at `url`.
     pub async fn create(url: &str, id: &str) -> Result<Self, String> {
-        sqlx::any::install_default_drivers();
-        let opts = AnyConnectOptions::from_str(url).map_err(|e| e.to_string())?;
-        let pool = AnyPoolOptions::new()
+        let pool = PgPoolOptions::new()
             .max_connections(8)
-            .connect_with(opts)
+            .connect(url)
             .await
             .map_err(|e| format!("{e}; run `scripts/services.sh up`"))?;
+        fence::install(&pool).await.map_err(|e| e.to_string())?;
         for stmt in [
-            "CREATE TABLE IF NOT EXISTS chaos_resource (id TEXT PRIMARY KEY, max_token BIGINT NOT NULL)",
             "CREATE TABLE IF NOT EXISTS chaos_writes (seq BIGSERIAL PRIMARY KEY, id TEXT NOT NULL, writer TEXT NOT NULL, token BIGINT NOT NULL, accepted BOOLEAN NOT NULL)",
-            "ALTER TABLE chaos_resource ADD COLUMN IF NOT EXISTS applied BIGINT NOT NULL DEFAULT 0",
-            "ALTER TABLE chaos_writes ADD COLUMN IF NOT EXISTS applied BIGINT",
         ] {
             let _ = sqlx::query(AssertSqlSafe(stmt)).execute(&pool).await;
         }
-        sqlx::query("INSERT INTO chaos_resource (id, max_token) VALUES ($1, 0) ON CONFLICT (id) DO UPDATE SET max_token = 0")
+        sqlx::query("DELETE FROM distlock_fences WHERE resource = $1")
             .bind(id)
             .execute(&pool)
             .await
@@ -55,11 +50,9 @@ impl FencedResource {
 
     /// Opens an existing resource (from another process).
     pub async fn open(url: &str, id: &str) -> Result<Self, String> {
-        sqlx::any::install_default_drivers();
-        let opts = AnyConnectOptions::from_str(url).map_err(|e| e.to_string())?;
-        let pool = AnyPoolOptions::new()
+        let pool = PgPoolOptions::new()
             .max_connections(2)
-            .connect_with(opts)
+            .connect(url)
             .await
             .map_err(|e| e.to_string())?;
         Ok(FencedResource {
@@ -73,32 +66,40 @@ impl FencedResource {
         &self.id
     }
 
-    /// Writes with `token`; `true` when accepted. The check and the write are one statement.
+    /// Writes with `token`; `true` when accepted.
     ///
-    /// An accepted write is numbered (`applied`) under the resource row's lock, which is the
-    /// order the resource accepted writes in. The log's `seq` is not: its default `nextval` is
-    /// evaluated before the `UPDATE` that waits for that lock (the nemesis run with seed
-    /// 2026112320 on postgres-advisory saw seq 68735 carry token 4874 and seq 68736 an earlier
-    /// accepted write of token 4872, and called it out of order).
+    /// An accepted write is logged in the transaction that passed the fence, which holds the
+    /// fence row until it commits: the log's `seq` (drawn by that insert, after the fence) is
+    /// the order the resource accepted writes in. A refused one is logged after its rollback.
     pub async fn write(&self, writer: &str, token: u64) -> Result<bool, String> {
-        let row = sqlx::query(
-            "WITH u AS (UPDATE chaos_resource SET max_token = $2, applied = applied + 1 WHERE id = $1 AND max_token <= $2 RETURNING applied) \
-             INSERT INTO chaos_writes (id, writer, token, accepted, applied) SELECT $1, $3, $2, EXISTS (SELECT 1 FROM u), (SELECT applied FROM u) RETURNING accepted",
+        let mut tx = self.pool.begin().await.map_err(|e| e.to_string())?;
+        let accepted = match fence::check(&mut tx, &self.id, token).await {
+            Ok(()) => true,
+            Err(FenceError::Stale(_)) => false,
+            Err(FenceError::Store(e)) => return Err(e.to_string()),
+        };
+        let log = sqlx::query(
+            "INSERT INTO chaos_writes (id, writer, token, accepted) VALUES ($1, $2, $3, $4)",
         )
         .bind(&self.id)
-        .bind(token as i64)
         .bind(writer)
-        .fetch_one(&self.pool)
-        .await
-        .map_err(|e| e.to_string())?;
-        row.try_get::<bool, _>(0).map_err(|e| e.to_string())
+        .bind(token as i64)
+        .bind(accepted);
+        if !accepted {
+            tx.rollback().await.map_err(|e| e.to_string())?;
+            log.execute(&self.pool).await.map_err(|e| e.to_string())?;
+            return Ok(false);
+        }
+        log.execute(&mut *tx).await.map_err(|e| e.to_string())?;
+        tx.commit().await.map_err(|e| e.to_string())?;
+        Ok(true)
     }
 
     /// Counts accepted, rejected and out-of-order writes from the log (accepted writes in the
     /// order the resource accepted them).
     pub async fn stats(&self) -> Result<WriteStats, String> {
         let rows =
-            sqlx::query("SELECT token, accepted FROM chaos_writes WHERE id = $1 ORDER BY applied NULLS LAST, seq")
+            sqlx::query("SELECT token, accepted FROM chaos_writes WHERE id = $1 ORDER BY seq")
                 .bind(&self.id)
                 .fetch_all(&self.pool)
                 .await

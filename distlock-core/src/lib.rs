@@ -32,6 +32,7 @@
 pub mod backend;
 pub mod capability;
 pub mod error;
+pub mod fence;
 pub mod guard;
 pub mod info;
 pub mod leader;

@@ -87,6 +87,7 @@ mod backend;
 pub mod config;
 mod contender;
 mod error;
+pub mod fence;
 pub mod key;
 mod lease;
 mod lease_pool;

@@ -99,6 +99,7 @@ mod clock;
 pub mod config;
 mod error;
 mod eviction;
+pub mod fence;
 mod holder;
 mod keys;
 mod lease;

@@ -133,6 +133,7 @@ mod bells;
 mod client;
 pub mod config;
 mod error;
+pub mod fence;
 mod for_update;
 mod held;
 mod holders;

@@ -90,6 +90,7 @@ pub mod config;
 mod contender;
 mod election;
 mod error;
+pub mod fence;
 mod lease;
 mod own_watch;
 pub mod path;

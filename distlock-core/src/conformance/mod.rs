@@ -14,6 +14,7 @@
 
 mod cases;
 mod differential;
+pub mod fence;
 mod gray;
 mod harness;
 mod permits;
