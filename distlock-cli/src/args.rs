@@ -32,7 +32,8 @@ pub enum Cmd {
     /// (--read) or writing (--write). CMD sees DISTLOCK_FENCING_TOKEN and DISTLOCK_NAME and
     /// runs in its own process group: SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1 and SIGUSR2
     /// are forwarded to the whole group, and the group is terminated when the lock (permit,
-    /// side) is lost or distlock dies.
+    /// side) is lost or distlock dies. Pass DISTLOCK_FENCING_TOKEN to the resource so it refuses
+    /// a stalled holder's late write (distlock-cli's README: with PostgreSQL's distlock_fence).
     #[command(after_help = exit::HELP)]
     Exec {
         /// Lock URL (e.g. sqlite://./distlock.db, redis://host:6379, postgres://…).
