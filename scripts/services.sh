@@ -33,6 +33,10 @@ PG_PORT=15432
 MYSQL_PORT=13306
 ETCD_PORT=12379                          # peer port: client port + 1
 ETCD_CLUSTER_PORTS=(12479 12489 12499)   # peers 12480, 12490, 12500
+REDIS_TLS_PORT=16390                     # TLS only, ACL user + password
+PG_TLS_PORT=15433                        # PostgreSQL that requires TLS
+MYSQL_TLS_PORT=13307                     # MariaDB that requires TLS
+ETCD_SECURE_PORT=12579                   # TLS + authentication (peer 12580)
 WAIT_SECS="${DISTLOCK_SERVICES_WAIT:-90}"
 # The zk-netns ensemble: namespaces $NETNS_PREFIX1..3 on $NETNS_NET.0/24, bridge $NETNS_BRIDGE.
 NETNS_NET=10.231.0
@@ -51,6 +55,7 @@ case "${DISTLOCK_SERVICES_SET:-default}" in
     REDLOCK_PORTS=(18001 18002 18003 18004 18005)
     ZK_PORT=13181; ZK_ENSEMBLE_PORTS=(13281 13282 13283)
     PG_PORT=16432; MYSQL_PORT=14306
+    REDIS_TLS_PORT=17390; PG_TLS_PORT=16433; MYSQL_TLS_PORT=14307; ETCD_SECURE_PORT=13579
     ETCD_PORT=13379; ETCD_CLUSTER_PORTS=(13479 13489 13499)
     NETNS_NET=10.231.1; NETNS_PREFIX=dl-zkc; NETNS_BRIDGE=dlbrc0; NETNS_VETH=dlzc ;;
   *) die "unknown DISTLOCK_SERVICES_SET '${DISTLOCK_SERVICES_SET}' (known: default, chaos)" ;;
@@ -156,6 +161,79 @@ redis_stop() {
   local pid; pid=$(pidof_file "$(redis_pidfile "$1")")
   if ours "$pid" ":$1"; then kill -9 "$pid" 2>/dev/null || true; fi
   rm -f "$(redis_pidfile "$1")"
+}
+
+# --- TLS: a private CA and certificates (openssl) -------------------------------------------
+# $TLS/ca.crt signs server.crt (for DNS name `localhost` only, so a client that dials 127.0.0.1
+# sees a certificate for another host), client.crt (CN `distlock`), and expired-client.crt
+# (valid for one day in 2020). other-ca.crt is a CA nobody uses: the wrong CA for the tests.
+TLS="$DIR/tls"
+tls_cert() { # tls_cert NAME SUBJECT EXTFILE_LINE [openssl ca dates…]
+  local name=$1 subj=$2 ext=$3; shift 3
+  openssl req -new -newkey rsa:2048 -nodes -keyout "$TLS/$name.key" -subj "$subj" -out "$TLS/$name.csr" 2>/dev/null
+  printf '%s\n' "$ext" >"$TLS/$name.ext"
+  if [ $# -gt 0 ]; then
+    openssl ca -batch -config "$TLS/ca.cnf" -notext -extfile "$TLS/$name.ext" -in "$TLS/$name.csr" -out "$TLS/$name.crt" "$@" >/dev/null 2>&1
+  else
+    openssl x509 -req -in "$TLS/$name.csr" -CA "$TLS/ca.crt" -CAkey "$TLS/ca.key" -CAcreateserial -days 3650 \
+      -extfile "$TLS/$name.ext" -out "$TLS/$name.crt" 2>/dev/null
+  fi
+  chmod 0644 "$TLS/$name.key" "$TLS/$name.crt"
+}
+tls_up() {
+  ensure_pkg openssl openssl
+  [ -f "$TLS/done" ] && return 0
+  rm -rf "$TLS"; mkdir -p "$TLS"
+  openssl req -x509 -newkey rsa:2048 -nodes -keyout "$TLS/ca.key" -subj "/CN=distlock test CA" -days 3650 -out "$TLS/ca.crt" 2>/dev/null
+  openssl req -x509 -newkey rsa:2048 -nodes -keyout "$TLS/other-ca.key" -subj "/CN=another CA" -days 3650 -out "$TLS/other-ca.crt" 2>/dev/null
+  tls_cert server "/CN=localhost" "subjectAltName=DNS:localhost"
+  tls_cert client "/CN=distlock" "extendedKeyUsage=clientAuth"
+  : >"$TLS/index.txt"; echo 1000 >"$TLS/serial"
+  cat >"$TLS/ca.cnf" <<CNF
+[ca]
+default_ca = private
+[private]
+dir = $TLS
+database = $TLS/index.txt
+serial = $TLS/serial
+new_certs_dir = $TLS
+certificate = $TLS/ca.crt
+private_key = $TLS/ca.key
+default_md = sha256
+policy = any
+[any]
+commonName = supplied
+CNF
+  tls_cert expired-client "/CN=distlock" "extendedKeyUsage=clientAuth" -startdate 20200101000000Z -enddate 20200102000000Z
+  [ -s "$TLS/expired-client.crt" ] || die "could not make the expired certificate (openssl ca)"
+  touch "$TLS/done"
+}
+
+# --- Redis over TLS, with an ACL user and password --------------------------------------------
+redis_tls_cli() { redis-cli --tls --cacert "$TLS/ca.crt" --sni localhost -h 127.0.0.1 -p "$REDIS_TLS_PORT" "$@"; }
+redis_tls_ok() { [ "$(redis_tls_cli --user distlock --pass distlock-tls-pw --no-auth-warning ping 2>/dev/null)" = "PONG" ]; }
+redis_tls_up() {
+  tls_up
+  ensure_pkg redis-server redis-server
+  local d="$DIR/redis-$REDIS_TLS_PORT"; mkdir -p "$d"
+  local pid; pid=$(pidof_file "$(redis_pidfile "$REDIS_TLS_PORT")")
+  if ours "$pid" ":$REDIS_TLS_PORT"; then
+    resumed "$pid"; redis_tls_ok && return 0
+    kill -9 "$pid" 2>/dev/null || true
+  fi
+  rm -f "$(redis_pidfile "$REDIS_TLS_PORT")"
+  # `default` is off: every client authenticates as `distlock`; client certificates are checked
+  # when given (optional), so the tests can show one that expired being refused.
+  printf 'distlock-tls-pw\n' >"$TLS/redis-password"
+  cat >"$d/users.acl" <<ACL
+user default off
+user distlock on >distlock-tls-pw ~* &* +@all
+ACL
+  redis-server --port 0 --tls-port "$REDIS_TLS_PORT" --bind 127.0.0.1 --save "" --appendonly no --daemonize yes \
+    --tls-cert-file "$TLS/server.crt" --tls-key-file "$TLS/server.key" --tls-ca-cert-file "$TLS/ca.crt" \
+    --tls-auth-clients optional --aclfile "$d/users.acl" \
+    --pidfile "$(redis_pidfile "$REDIS_TLS_PORT")" --logfile "$d/redis.log" --dir "$d" >/dev/null
+  wait_until "redis (TLS) on $REDIS_TLS_PORT" "$d/redis.log" redis_tls_ok
 }
 
 # --- ZooKeeper -------------------------------------------------------------------------------
@@ -437,11 +515,12 @@ etcd_role() { # leader|follower, from the member's own status
 }
 
 # --- per-service dispatch --------------------------------------------------------------------
-ALL=(redis redlock zk zk-ensemble zk-netns postgres mysql etcd etcd-cluster)
+ALL=(redis redlock zk zk-ensemble zk-netns postgres mysql etcd etcd-cluster redis-tls)
 
 svc_up() {
   case $1 in
     redis) redis_start "$REDIS_PORT"; redis_start "$REDIS_REPLICA_PORT"; redis_py_venv ;;
+    redis-tls) redis_tls_up ;;
     redlock) for p in "${REDLOCK_PORTS[@]}"; do redis_start "$p"; done ;;
     zk) zk_start "$ZK_PORT"; zk_wait "$ZK_PORT" ;;
     zk-ensemble)
@@ -469,6 +548,7 @@ svc_up() {
 svc_down() {
   case $1 in
     redis) redis_stop "$REDIS_REPLICA_PORT"; redis_stop "$REDIS_PORT" ;;
+    redis-tls) redis_stop "$REDIS_TLS_PORT" ;;
     redlock) for p in "${REDLOCK_PORTS[@]}"; do redis_stop "$p"; done ;;
     zk) zk_stop "$ZK_PORT" ;;
     zk-ensemble) for p in "${ZK_ENSEMBLE_PORTS[@]}"; do zk_stop "$p"; done ;;
@@ -484,6 +564,7 @@ svc_status() { # prints lines, returns non-zero if any is down
   local bad=0 p
   case $1 in
     redis) for p in "$REDIS_PORT" "$REDIS_REPLICA_PORT"; do if redis_ok "$p"; then echo "redis $p up"; else echo "redis $p down"; bad=1; fi; done ;;
+    redis-tls) if redis_tls_ok; then echo "redis-tls $REDIS_TLS_PORT up"; else echo "redis-tls $REDIS_TLS_PORT down"; bad=1; fi ;;
     redlock) for p in "${REDLOCK_PORTS[@]}"; do if redis_ok "$p"; then echo "redlock $p up"; else echo "redlock $p down"; bad=1; fi; done ;;
     zk) if zk_ok "$ZK_PORT"; then echo "zk $ZK_PORT up"; else echo "zk $ZK_PORT down"; bad=1; fi ;;
     zk-ensemble) for p in "${ZK_ENSEMBLE_PORTS[@]}"; do if zk_ok "$p"; then echo "zk-ensemble $p up ($(tcp_say "$p" srvr | sed -n 's/^Mode: //p'))"; else echo "zk-ensemble $p down"; bad=1; fi; done ;;
@@ -521,6 +602,8 @@ DISTLOCK_TEST_POSTGRES_URL=postgres://postgres@127.0.0.1:$PG_PORT/distlock
 DISTLOCK_TEST_MYSQL_URL=mysql://root@127.0.0.1:$MYSQL_PORT/distlock
 DISTLOCK_TEST_ETCD_URL=etcd://127.0.0.1:$ETCD_PORT
 DISTLOCK_TEST_ETCD_CLUSTER_URL=etcd://$(printf '127.0.0.1:%s,' "${ETCD_CLUSTER_PORTS[@]}" | sed 's/,$//')
+DISTLOCK_TEST_REDIS_TLS_URL=rediss://distlock@localhost:$REDIS_TLS_PORT?ca=$TLS/ca.crt&password_file=$TLS/redis-password
+DISTLOCK_TEST_TLS_DIR=$TLS
 DISTLOCK_REDIS_PY=$DIR/redis-py/bin/python
 EOF
 }

@@ -74,7 +74,7 @@ pub fn backends() -> Vec<Backend> {
         ),
         backend!(
             "redis",
-            &["redis", "redlock"],
+            &["redis", "rediss", "redlock"],
             distlock_redis::connect,
             distlock_redis::connect_semaphore,
             distlock_redis::connect_rwlock

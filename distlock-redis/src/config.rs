@@ -2,6 +2,11 @@
 //! from a `redis://` or `redlock://` URL (or the builder).
 //!
 //! # URL parameters
+//! * `rediss://` (single) or `redlock://…?tls=on`: TLS. `ca=PATH` verifies the servers against
+//!   that CA (PEM) instead of the system's roots; `cert=PATH&key=PATH` presents a client
+//!   certificate. The server name checked is the URL's host.
+//! * `password_file=PATH` or `password_env=VAR`: the password from a file or the environment
+//!   instead of the URL (with the URL's user, for an ACL user).
 //! * `prefix=…`: prepended to every lock name to form its key (default empty). It must not
 //!   contain a NUL byte: distlock's own keys beside a lock are told apart from lock keys by one
 //!   (see the crate's key layout).
@@ -21,6 +26,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use distlock_core::backend::credentials::{self, TlsFiles};
 use distlock_core::backend::url::HostPort;
 use distlock_core::backend::DistlockUrl;
 use distlock_core::LockError;
@@ -79,6 +85,8 @@ pub struct RedisConfig {
     pub timeout: Duration,
     /// What to do about a server whose `maxmemory-policy` may evict lock keys.
     pub eviction: EvictionCheck,
+    /// TLS to every server, with these files (`None`: plain TCP).
+    pub tls: Option<TlsFiles>,
     /// Test-only knobs (see [`TestHooks`]).
     #[doc(hidden)]
     pub test_hooks: TestHooks,
@@ -95,12 +103,23 @@ impl fmt::Debug for RedisConfig {
             .field("prefix", &self.prefix)
             .field("timeout", &self.timeout)
             .field("eviction", &self.eviction)
+            .field("tls", &self.tls)
             .finish()
     }
 }
 
 /// Parameters read from the URL.
-pub const KNOWN_PARAMS: &[&str] = &["prefix", "timeout", "eviction"];
+pub const KNOWN_PARAMS: &[&str] = &[
+    "prefix",
+    "timeout",
+    "eviction",
+    "tls",
+    "ca",
+    "cert",
+    "key",
+    "password_file",
+    "password_env",
+];
 
 impl RedisConfig {
     /// A single-instance configuration for `host:port`.
@@ -117,6 +136,7 @@ impl RedisConfig {
             prefix: String::new(),
             timeout: Duration::from_secs(3),
             eviction: EvictionCheck::Refuse,
+            tls: None,
             test_hooks: TestHooks::default(),
         }
     }
@@ -128,25 +148,20 @@ impl RedisConfig {
         self
     }
 
-    /// Parses `redis://[user:pass@]host:port[/db][?prefix=…&timeout=…&eviction=…]` or
-    /// `redlock://h1:p1,h2:p2,h3:p3[?…]`.
+    /// Parses `redis://[user:pass@]host:port[/db][?prefix=…&timeout=…&eviction=…]`,
+    /// `rediss://…` (TLS) or `redlock://h1:p1,h2:p2,h3:p3[?…]` (TLS with `tls=on`).
     ///
     /// # Errors
     /// [`LockError::InvalidConfig`] quoting the bad part (never the password).
     pub fn from_url(url: &str) -> Result<Self, LockError> {
         let u = DistlockUrl::parse(url, 6379)?;
-        let topology = match u.scheme.as_str() {
-            "redis" => Topology::Single,
-            "redlock" => Topology::Redlock,
-            "rediss" => {
-                return Err(LockError::invalid_config(format!(
-                    "{:?}: TLS (rediss://) is not built into this distlock; use redis:// on a trusted network or a TLS tunnel",
-                    u.redacted()
-                )))
-            }
+        let (topology, tls_scheme) = match u.scheme.as_str() {
+            "redis" => (Topology::Single, false),
+            "rediss" => (Topology::Single, true),
+            "redlock" => (Topology::Redlock, false),
             other => {
                 return Err(LockError::invalid_config(format!(
-                    "scheme {other:?} in {:?} is not a Redis scheme (redis, redlock)",
+                    "scheme {other:?} in {:?} is not a Redis scheme (redis, rediss, redlock)",
                     u.redacted()
                 )))
             }
@@ -183,16 +198,46 @@ impl RedisConfig {
                 )))
             }
         };
+        let in_context = |e: LockError| match e {
+            LockError::InvalidConfig(m) => {
+                LockError::invalid_config(format!("{m} (in {:?})", u.redacted()))
+            }
+            other => other,
+        };
+        let password =
+            credentials::take_password(&mut p, u.password.clone()).map_err(in_context)?;
+        let tls_param = p.take_bool("tls")?;
+        let files = TlsFiles::take(&mut p).map_err(in_context)?;
+        let tls = match (tls_scheme, topology, tls_param) {
+            (true, _, Some(false)) => {
+                return Err(in_context(LockError::invalid_config(
+                    "rediss:// is TLS: drop tls=off or use redis://",
+                )))
+            }
+            (false, Topology::Single, Some(true)) => {
+                return Err(in_context(LockError::invalid_config(
+                    "a single server over TLS is rediss://, not redis://…?tls=on",
+                )))
+            }
+            (true, _, _) | (_, Topology::Redlock, Some(true)) => Some(files.unwrap_or_default()),
+            _ if files.is_some() => {
+                return Err(in_context(LockError::invalid_config(
+                    "ca=, cert= and key= are for TLS: use rediss:// (or redlock://…&tls=on)",
+                )))
+            }
+            _ => None,
+        };
         p.finish(KNOWN_PARAMS)?;
         let cfg = RedisConfig {
             topology,
             nodes: u.hosts.clone(),
             db,
             user: u.user.clone(),
-            password: u.password.clone(),
+            password,
             prefix,
             timeout,
             eviction,
+            tls,
             test_hooks: TestHooks::default(),
         };
         cfg.validate().map_err(|e| match e {
@@ -241,7 +286,12 @@ impl RedisConfig {
             (Some(u), None) => format!("{}@", enc(u)),
             (None, None) => String::new(),
         };
-        format!("redis://{auth}{}/{}", self.nodes[i], self.db)
+        let scheme = if self.tls.is_some() {
+            "rediss"
+        } else {
+            "redis"
+        };
+        format!("{scheme}://{auth}{}/{}", self.nodes[i], self.db)
     }
 }
 

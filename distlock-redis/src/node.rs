@@ -149,6 +149,38 @@ pub(crate) fn int(v: &Value) -> i64 {
     }
 }
 
+/// The redis-rs client for node `i`: plain, or TLS with the configured CA and client identity.
+fn client(cfg: &RedisConfig, i: usize, label: &str) -> Result<Client, LockError> {
+    let bad_address = |e: RedisError| {
+        LockError::invalid_config(format!(
+            "{label}: bad address {}: {:?}",
+            cfg.nodes[i],
+            e.kind()
+        ))
+    };
+    let Some(files) = &cfg.tls else {
+        return Client::open(cfg.node_url(i)).map_err(bad_address);
+    };
+    let pem = files.read()?;
+    // rustls needs a process-wide crypto provider; keep one the application installed.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let certs = redis::TlsCertificates {
+        client_tls: pem
+            .identity
+            .map(|(client_cert, client_key)| redis::ClientTlsConfig {
+                client_cert,
+                client_key,
+            }),
+        root_cert: pem.ca,
+    };
+    Client::build_with_tls(cfg.node_url(i), certs).map_err(|e| {
+        LockError::invalid_config(format!(
+            "{label}: TLS set-up for {} failed: {e}",
+            cfg.nodes[i]
+        ))
+    })
+}
+
 impl Node {
     /// Connects to node `i` of `cfg`, bounded by `cfg.timeout`, and loads the scripts there (an
     /// unreachable node is returned as an error; [`Node::lazy`] makes one that retries later).
@@ -220,13 +252,7 @@ impl Node {
 
     /// A node whose connection is opened on first use (and re-opened after failures).
     pub(crate) fn lazy(cfg: &RedisConfig, i: usize, label: &str) -> Result<Node, LockError> {
-        let client = Client::open(cfg.node_url(i)).map_err(|e| {
-            LockError::invalid_config(format!(
-                "{label}: bad address {}: {:?}",
-                cfg.nodes[i],
-                e.kind()
-            ))
-        })?;
+        let client = client(cfg, i, label)?;
         let mgr_cfg = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(cfg.timeout))
             .set_response_timeout(Some(cfg.timeout))

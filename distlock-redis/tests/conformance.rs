@@ -1,4 +1,5 @@
-//! The shared conformance suite on a single Redis and on a 5-master Redlock.
+//! The shared conformance suite on a single Redis, on a 5-master Redlock and on a single Redis
+//! over TLS.
 
 mod support;
 
@@ -12,4 +13,10 @@ mod single {
 mod redlock {
     use super::*;
     distlock_core::conformance_suite!(RedisHarness::redlock());
+}
+
+/// `rediss://` to the TLS-only server (private CA, ACL user, password from a file).
+mod tls {
+    use super::*;
+    distlock_core::conformance_suite!(RedisHarness::tls());
 }

@@ -21,6 +21,7 @@
 
 pub mod attempt;
 pub mod cancel;
+pub mod credentials;
 pub mod duration;
 pub mod lease;
 pub mod local_queue;

@@ -20,6 +20,42 @@ pub fn redlock_url() -> String {
     })
 }
 
+/// The TLS server (`scripts/services.sh up` starts it on 16390: TLS only, ACL user `distlock`).
+pub fn tls_url() -> String {
+    std::env::var("DISTLOCK_TEST_REDIS_TLS_URL").unwrap_or_else(|_| {
+        let d = tls_dir();
+        format!(
+            "rediss://distlock@localhost:16390?ca={}/ca.crt&password_file={}/redis-password",
+            d.display(),
+            d.display()
+        )
+    })
+}
+
+/// Where `scripts/services.sh up` keeps the private CA and certificates.
+pub fn tls_dir() -> std::path::PathBuf {
+    std::env::var("DISTLOCK_TEST_TLS_DIR")
+        .unwrap_or_else(|_| "/tmp/distlock-services/tls".into())
+        .into()
+}
+
+/// A plain redis-rs connection to the TLS server on `port`, as its ACL user.
+pub async fn raw_tls(port: u16) -> redis::aio::MultiplexedConnection {
+    let d = tls_dir();
+    let pw = std::fs::read_to_string(d.join("redis-password")).unwrap();
+    let certs = redis::TlsCertificates {
+        client_tls: None,
+        root_cert: Some(std::fs::read(d.join("ca.crt")).unwrap()),
+    };
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let url = format!("rediss://distlock:{}@localhost:{port}", pw.trim());
+    let client = redis::Client::build_with_tls(url, certs).unwrap();
+    match client.get_multiplexed_async_connection().await {
+        Ok(c) => c,
+        Err(e) => panic!("cannot reach redis (TLS) on {port}: {e}\nstart the test stores with `scripts/services.sh up`"),
+    }
+}
+
 /// The `host:port`s of a URL.
 pub fn ports(url: &str) -> Vec<u16> {
     let hosts = url
@@ -98,6 +134,8 @@ pub async fn raw(port: u16) -> redis::aio::MultiplexedConnection {
 pub struct RedisHarness {
     pub url: String,
     pub ports: Vec<u16>,
+    /// The servers speak TLS only (the URL's host is `localhost`, the name on their certificate).
+    pub tls: bool,
 }
 
 impl RedisHarness {
@@ -106,6 +144,7 @@ impl RedisHarness {
         RedisHarness {
             ports: ports(&url),
             url,
+            tls: false,
         }
     }
 
@@ -114,11 +153,46 @@ impl RedisHarness {
         RedisHarness {
             ports: ports(&url),
             url,
+            tls: false,
         }
     }
 
-    fn scheme(&self) -> &str {
-        self.url.split("://").next().unwrap()
+    pub fn tls() -> Self {
+        let url = tls_url();
+        RedisHarness {
+            ports: ports(&url),
+            url,
+            tls: true,
+        }
+    }
+
+    /// A plain connection to the server on `port` for looking underneath.
+    pub async fn raw(&self, port: u16) -> redis::aio::MultiplexedConnection {
+        if self.tls {
+            raw_tls(port).await
+        } else {
+            raw(port).await
+        }
+    }
+
+    /// The URL with its hosts replaced (by fault proxies' `127.0.0.1:port`s): user and query
+    /// kept, and `localhost` for TLS, whose certificate names no IP address.
+    fn with_hosts(&self, hosts: &str) -> String {
+        let (scheme, rest) = self.url.split_once("://").unwrap();
+        let user = rest
+            .split_once('@')
+            .map(|(u, _)| format!("{u}@"))
+            .unwrap_or_default();
+        let query = rest
+            .split_once('?')
+            .map(|(_, q)| format!("?{q}"))
+            .unwrap_or_default();
+        let hosts = if self.tls {
+            hosts.replace("127.0.0.1", "localhost")
+        } else {
+            hosts.to_owned()
+        };
+        format!("{scheme}://{user}{hosts}{query}")
     }
 }
 
@@ -129,16 +203,16 @@ impl Harness for RedisHarness {
     }
 
     async fn crashable_client(&self) -> CrashableClient {
-        let scheme = self.scheme().to_owned();
-        CrashableClient::through_proxies(&self.ports, |hosts| async move {
-            connect_or_explain(&format!("{scheme}://{hosts}")).await
+        CrashableClient::through_proxies(&self.ports, |hosts| {
+            let url = self.with_hosts(&hosts);
+            async move { connect_or_explain(&url).await }
         })
         .await
     }
 
     async fn remove_underneath(&self, name: &str) {
         for p in &self.ports {
-            let mut c = raw(*p).await;
+            let mut c = self.raw(*p).await;
             let _: i64 = redis::cmd("DEL")
                 .arg(name)
                 .query_async(&mut c)
@@ -150,7 +224,7 @@ impl Harness for RedisHarness {
     async fn traces(&self, name: &str) -> usize {
         let mut n = 0;
         for p in &self.ports {
-            let mut c = raw(*p).await;
+            let mut c = self.raw(*p).await;
             let exists: i64 = redis::cmd("EXISTS")
                 .arg(name)
                 .query_async(&mut c)
@@ -167,7 +241,9 @@ impl Harness for RedisHarness {
     }
 
     async fn unreachable(&self) -> Result<Arc<dyn DistributedLock>, LockError> {
-        let url = if self.ports.len() == 1 {
+        let url = if self.tls {
+            self.with_hosts("127.0.0.1:1") + "&timeout=1s"
+        } else if self.ports.len() == 1 {
             "redis://127.0.0.1:1?timeout=1s".to_owned()
         } else {
             "redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3?timeout=1s".to_owned()
