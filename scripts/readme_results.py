@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Prints the README's "Results" tables from one benchmark run's results.json.
+"""Prints the "Results" tables of docs/bench/README.md from one benchmark run's results.json.
 
 Usage: scripts/readme_results.py DIR/results.json
 
@@ -7,12 +7,12 @@ One row per backend and peer, in the order the run measured them: uncontended cy
 ratio to the raw primitive, the contended scenario in one process (8 tasks) and across 8
 processes (handoffs/s, wait p99, re-takes) and the re-takes across 2, and the violations of all three; then the
 semaphore and read-write lock table. A cell the run did not measure is "–". Only reads the
-file; the README is edited by hand with the output.
+file; docs/bench/README.md is edited by hand with the output.
 """
 import json
 import sys
 
-# How the README names each backend label of the run (the store's flavour, where it matters).
+# How docs/bench/README.md names each backend label of the run (the store's flavour, where it matters).
 LABELS = {
     "sqlite-row": "sqlite-row (`synchronous=FULL`)",
     "mysql-row": "mysql-row (MariaDB)",

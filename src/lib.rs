@@ -17,10 +17,10 @@
 //!
 //! | scheme | backend | cargo feature |
 //! |---|---|---|
-//! | `postgres://`, `postgresql://` | `distlock-sql` (`mode=row` or `mode=for_update`) | `postgres` |
-//! | `mysql://`, `mariadb://` | `distlock-sql` | `mysql` |
-//! | `sqlite://` | `distlock-sql` (row mode; the embedded default) | `sqlite` |
-//! | `redis://`, `redlock://` | `distlock-redis` | `redis` |
+//! | `postgres://`, `postgresql://` | `distlock-sql` (`mode=row`, `for_update` or `advisory`) | `postgres` |
+//! | `mysql://`, `mariadb://` | `distlock-sql` (the same three modes) | `mysql` |
+//! | `sqlite://` | `distlock-sql` (row mode; a file, nothing to run) | `sqlite` |
+//! | `redis://`, `rediss://` (TLS), `redlock://` | `distlock-redis` | `redis` |
 //! | `zk://`, `zookeeper://` | `distlock-zk` | `zookeeper` |
 //! | `etcd://` | `distlock-etcd` (`etcdctl lock`-compatible; building it needs `protoc`) | `etcd` (not default) |
 //!
@@ -100,7 +100,7 @@ pub async fn connect(url: &str) -> Result<Arc<dyn DistributedLock>, LockError> {
 /// # Errors
 /// As [`connect`]; [`LockError::Unsupported`] where the store offers no semaphore, and
 /// [`LockError::InvalidConfig`] where it cannot offer one safely in the URL's topology
-/// (Redlock). The README's table says which stores offer it.
+/// (Redlock). `docs/guide.md` ("Semaphores and read-write locks") says which stores offer it.
 pub async fn connect_semaphore(url: &str) -> Result<Arc<dyn DistributedSemaphore>, LockError> {
     let (url, opts) = LockConfig::from_url(url).resolve()?;
     let inner = registry::connect_semaphore(&url).await?;
@@ -279,3 +279,17 @@ mod tests {
         r.release().await.unwrap();
     }
 }
+
+// The Rust blocks of the README and of docs/ compile as doctests (`cargo test -p distlock --doc`);
+// tests/readme.rs checks that every Markdown file with Rust blocks is listed here.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../docs/guide.md")]
+pub struct GuideDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../docs/configuration.md")]
+pub struct ConfigurationDoctests;

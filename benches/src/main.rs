@@ -126,7 +126,7 @@ fn not_offered(label: &str, scenario: &str) -> ResultRow {
     ResultRow {
         backend: label.to_owned(),
         scenario: format!("skipped {scenario}"),
-        note: format!("this store does not offer a {scenario} (see the README's table)"),
+        note: format!("this store does not offer a {scenario} (see docs/guide.md, Semaphores and read-write locks)"),
         ..Default::default()
     }
 }

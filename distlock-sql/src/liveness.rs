@@ -7,7 +7,7 @@
 //! the pool moments ago was answered moments ago, so the check is skipped for it, as HikariCP
 //! does (its `aliveBypassWindowMs`, 500 ms by default).
 //!
-//! The trade-off, which the README states: a connection that dies within that window (the
+//! The trade-off, which docs/safety.md states: a connection that dies within that window (the
 //! server restarted, the backend was terminated) fails the statement that next uses it, with
 //! [`distlock_core::LockError::Unavailable`], instead of being replaced silently; sqlx's ping when
 //! the connection goes back closes it, so the call after that gets a live one. A holder's own

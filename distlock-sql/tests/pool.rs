@@ -383,7 +383,7 @@ async fn connections_of(admin: &sqlx::AnyPool, app: &str) -> usize {
 /// other's connection to draw their tokens: both stalled for the pool's 5 s timeout and
 /// failed; a pool of one could take no lock at all. On PostgreSQL each client's connections
 /// are counted: at most `max_connections` + the side pool's (`max_connections` within 2..=16)
-/// for the mutex, which has no gates, and `max_connections` more for the others (the README's
+/// for the mutex, which has no gates, and `max_connections` more for the others (docs/safety.md's
 /// bound).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acquisitions_never_wait_on_their_own_pool() {
