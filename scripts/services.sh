@@ -378,9 +378,12 @@ netns_heal() {
 # --- PostgreSQL ------------------------------------------------------------------------------
 PG_DIR="$DIR/postgres"
 pg_ok() { "$(pg_bin)/pg_isready" -h 127.0.0.1 -p "$PG_PORT" -q; }
-pg_up() {
+pg_up_pkgs() {
   ensure_pkg /usr/lib/postgresql postgresql
   [ -n "$(pg_bin)" ] || ensure_pkg "/usr/lib/postgresql/none" postgresql
+}
+pg_up() {
+  pg_up_pkgs
   local bin; bin=$(pg_bin)
   mkdir -p "$PG_DIR"; chown postgres:postgres "$PG_DIR"; chmod 0700 "$PG_DIR"
   if [ ! -f "$PG_DIR/data/PG_VERSION" ]; then
@@ -468,6 +471,90 @@ my_down() {
   fi
 }
 
+# --- PostgreSQL and MariaDB that require TLS ----------------------------------------------------
+# Their own instances (data under $DIR/postgres-tls, $DIR/mysql-tls): TLS with the private CA's
+# localhost certificate, and every connection must use it and give a password (role and user
+# distlock_tls / distlock-tls-pw, the password also in $TLS/sql-password).
+PG_TLS_DIR="$DIR/postgres-tls"
+pg_tls_ok() { PGPASSWORD=distlock-tls-pw PGSSLMODE=verify-full PGSSLROOTCERT="$TLS/ca.crt" "$(pg_bin)/pg_isready" -h localhost -p "$PG_TLS_PORT" -q; }
+pg_tls_up() {
+  tls_up; pg_up_pkgs
+  local bin; bin=$(pg_bin)
+  mkdir -p "$PG_TLS_DIR"; chown postgres:postgres "$PG_TLS_DIR"; chmod 0700 "$PG_TLS_DIR"
+  if [ ! -f "$PG_TLS_DIR/data/PG_VERSION" ]; then
+    runuser -u postgres -- "$bin/initdb" -D "$PG_TLS_DIR/data" --auth=trust -U postgres >"$DIR/postgres-tls-initdb.log" 2>&1 \
+      || die "initdb failed; see $DIR/postgres-tls-initdb.log"
+    install -o postgres -g postgres -m 0600 "$TLS/server.key" "$PG_TLS_DIR/data/server.key"
+    install -o postgres -g postgres -m 0644 "$TLS/server.crt" "$PG_TLS_DIR/data/server.crt"
+    # Local socket: trust (the script's own set-up); TCP: TLS and a password, or nothing.
+    cat >"$PG_TLS_DIR/data/pg_hba.conf" <<HBA
+local all all trust
+hostssl all all 127.0.0.1/32 scram-sha-256
+hostssl all all ::1/128 scram-sha-256
+hostnossl all all 0.0.0.0/0 reject
+hostnossl all all ::/0 reject
+HBA
+  fi
+  if ! pg_tls_ok; then
+    runuser -u postgres -- "$bin/pg_ctl" -D "$PG_TLS_DIR/data" -l "$PG_TLS_DIR/postgres.log" -w -t 60 start \
+      -o "-p $PG_TLS_PORT -c listen_addresses=127.0.0.1 -k $PG_TLS_DIR -c ssl=on -c fsync=off -c synchronous_commit=off" \
+      >/dev/null || die "postgres (TLS) did not start; see $PG_TLS_DIR/postgres.log"
+  fi
+  psql -h "$PG_TLS_DIR" -p "$PG_TLS_PORT" -U postgres -qc "do \$\$ begin
+      if not exists (select from pg_roles where rolname = 'distlock_tls') then
+        create role distlock_tls login password 'distlock-tls-pw';
+      end if; end \$\$;" >/dev/null
+  if [ "$(psql -h "$PG_TLS_DIR" -p "$PG_TLS_PORT" -U postgres -tAc "select 1 from pg_database where datname='distlock'")" != "1" ]; then
+    psql -h "$PG_TLS_DIR" -p "$PG_TLS_PORT" -U postgres -qc "create database distlock owner distlock_tls" >/dev/null
+  fi
+  printf 'distlock-tls-pw\n' >"$TLS/sql-password"
+  wait_until "postgres (TLS) on $PG_TLS_PORT" "$PG_TLS_DIR/postgres.log" pg_tls_ok
+}
+pg_tls_down() {
+  if [ -f "$PG_TLS_DIR/data/postmaster.pid" ]; then
+    runuser -u postgres -- "$(pg_bin)/pg_ctl" -D "$PG_TLS_DIR/data" -m fast -w -t 30 stop >/dev/null 2>&1 || true
+  fi
+}
+
+MY_TLS_DIR="$DIR/mysql-tls"
+my_tls_ok() { mariadb-admin -h localhost --protocol=tcp -P "$MYSQL_TLS_PORT" -udistlock_tls -pdistlock-tls-pw --ssl --ssl-ca="$TLS/ca.crt" --ssl-verify-server-cert --connect-timeout=2 ping >/dev/null 2>&1; }
+my_tls_up() {
+  tls_up
+  ensure_pkg mariadbd mariadb-server
+  mkdir -p "$MY_TLS_DIR"
+  if [ ! -d "$MY_TLS_DIR/data/mysql" ]; then
+    mariadb-install-db --no-defaults --datadir="$MY_TLS_DIR/data" --user=root --auth-root-authentication-method=normal \
+      --skip-test-db >"$DIR/mysql-tls-install.log" 2>&1 || die "mariadb-install-db failed; see $DIR/mysql-tls-install.log"
+  fi
+  local pid; pid=$(pidof_file "$MY_TLS_DIR/data/mariadbd.pid")
+  if ours "$pid" "--datadir=$MY_TLS_DIR/data"; then resumed "$pid"; else
+    setsid nohup mariadbd --no-defaults --datadir="$MY_TLS_DIR/data" --port="$MYSQL_TLS_PORT" --bind-address=127.0.0.1 \
+      --socket="$MY_TLS_DIR/mysqld.sock" --pid-file="$MY_TLS_DIR/data/mariadbd.pid" --user=root \
+      --ssl-ca="$TLS/ca.crt" --ssl-cert="$TLS/server.crt" --ssl-key="$TLS/server.key" --require-secure-transport=ON \
+      --innodb-flush-log-at-trx-commit=2 --innodb-buffer-pool-size=64M \
+      --skip-name-resolve --log-error="$MY_TLS_DIR/error.log" >/dev/null 2>&1 </dev/null &
+  fi
+  local deadline=$((SECONDS + WAIT_SECS))
+  until mariadb --socket="$MY_TLS_DIR/mysqld.sock" -uroot -e "select 1" >/dev/null 2>&1; do
+    [ "$SECONDS" -lt "$deadline" ] || die "mariadb (TLS) on $MYSQL_TLS_PORT did not answer; see $MY_TLS_DIR/error.log"
+    sleep 0.3
+  done
+  mariadb --socket="$MY_TLS_DIR/mysqld.sock" -uroot -e "
+    CREATE USER IF NOT EXISTS 'distlock_tls'@'127.0.0.1' IDENTIFIED BY 'distlock-tls-pw' REQUIRE SSL;
+    CREATE DATABASE IF NOT EXISTS distlock;
+    GRANT ALL ON distlock.* TO 'distlock_tls'@'127.0.0.1';" >/dev/null
+  printf 'distlock-tls-pw\n' >"$TLS/sql-password"
+  wait_until "mariadb (TLS) on $MYSQL_TLS_PORT" "$MY_TLS_DIR/error.log" my_tls_ok
+}
+my_tls_down() {
+  local pid; pid=$(pidof_file "$MY_TLS_DIR/data/mariadbd.pid")
+  if ours "$pid" "--datadir=$MY_TLS_DIR/data"; then
+    resumed "$pid"; kill "$pid" 2>/dev/null || true
+    local i; for i in $(seq 1 100); do alive "$pid" || break; sleep 0.2; done
+    alive "$pid" && kill -9 "$pid" 2>/dev/null || true
+  fi
+}
+
 # --- etcd ------------------------------------------------------------------------------------
 # Debian's etcd-server (3.4), one process per member, peer port = client port + 1. A 60 ms
 # heartbeat (election timeout 10 heartbeats) makes the server's minimum lease TTL
@@ -515,7 +602,7 @@ etcd_role() { # leader|follower, from the member's own status
 }
 
 # --- per-service dispatch --------------------------------------------------------------------
-ALL=(redis redlock zk zk-ensemble zk-netns postgres mysql etcd etcd-cluster redis-tls)
+ALL=(redis redlock zk zk-ensemble zk-netns postgres mysql etcd etcd-cluster redis-tls postgres-tls mysql-tls)
 
 svc_up() {
   case $1 in
@@ -538,6 +625,8 @@ svc_up() {
       for n in "${NETNS_N[@]}"; do wait_until "zookeeper on $(netns_ip "$n")" "$(zkns_dir "$n")/logs/zk.out" zkns_ok "$n"; done ;;
     postgres) pg_up ;;
     mysql) my_up ;;
+    postgres-tls) pg_tls_up ;;
+    mysql-tls) my_tls_up ;;
     etcd) etcd_start "$ETCD_PORT"; etcd_wait "$ETCD_PORT" ;;
     etcd-cluster)
       for p in "${ETCD_CLUSTER_PORTS[@]}"; do etcd_start "$p"; done
@@ -555,6 +644,8 @@ svc_down() {
     zk-netns) for n in "${NETNS_N[@]}"; do zkns_stop "$n"; done; netns_net_down ;;
     postgres) pg_down ;;
     mysql) my_down ;;
+    postgres-tls) pg_tls_down ;;
+    mysql-tls) my_tls_down ;;
     etcd) etcd_stop "$ETCD_PORT" ;;
     etcd-cluster) for p in "${ETCD_CLUSTER_PORTS[@]}"; do etcd_stop "$p"; done ;;
     *) die "unknown service '$1' (known: ${ALL[*]})" ;;
@@ -572,6 +663,8 @@ svc_status() { # prints lines, returns non-zero if any is down
       for p in "${NETNS_N[@]}"; do if zkns_ok "$p"; then echo "zk-netns $p $(netns_ip "$p") up ($(tcp_say 2181 srvr "$(netns_ip "$p")" | sed -n 's/^Mode: //p'))"; else echo "zk-netns $p $(netns_ip "$p") down"; bad=1; fi; done ;;
     postgres) if pg_ok; then echo "postgres $PG_PORT up"; else echo "postgres $PG_PORT down"; bad=1; fi ;;
     mysql) if my_ok; then echo "mysql $MYSQL_PORT up"; else echo "mysql $MYSQL_PORT down"; bad=1; fi ;;
+    postgres-tls) if pg_tls_ok; then echo "postgres-tls $PG_TLS_PORT up"; else echo "postgres-tls $PG_TLS_PORT down"; bad=1; fi ;;
+    mysql-tls) if my_tls_ok; then echo "mysql-tls $MYSQL_TLS_PORT up"; else echo "mysql-tls $MYSQL_TLS_PORT down"; bad=1; fi ;;
     etcd) if etcd_ok "$ETCD_PORT"; then echo "etcd $ETCD_PORT up"; else echo "etcd $ETCD_PORT down"; bad=1; fi ;;
     etcd-cluster) for p in "${ETCD_CLUSTER_PORTS[@]}"; do if etcd_ok "$p"; then echo "etcd-cluster $p up ($(etcd_role "$p"))"; else echo "etcd-cluster $p down"; bad=1; fi; done ;;
     *) die "unknown service '$1' (known: ${ALL[*]})" ;;
@@ -603,6 +696,8 @@ DISTLOCK_TEST_MYSQL_URL=mysql://root@127.0.0.1:$MYSQL_PORT/distlock
 DISTLOCK_TEST_ETCD_URL=etcd://127.0.0.1:$ETCD_PORT
 DISTLOCK_TEST_ETCD_CLUSTER_URL=etcd://$(printf '127.0.0.1:%s,' "${ETCD_CLUSTER_PORTS[@]}" | sed 's/,$//')
 DISTLOCK_TEST_REDIS_TLS_URL=rediss://distlock@localhost:$REDIS_TLS_PORT?ca=$TLS/ca.crt&password_file=$TLS/redis-password
+DISTLOCK_TEST_POSTGRES_TLS_URL=postgres://distlock_tls@localhost:$PG_TLS_PORT/distlock?sslmode=verify-full&sslrootcert=$TLS/ca.crt&password_file=$TLS/sql-password
+DISTLOCK_TEST_MYSQL_TLS_URL=mysql://distlock_tls@localhost:$MYSQL_TLS_PORT/distlock?ssl-mode=VERIFY_IDENTITY&ssl-ca=$TLS/ca.crt&password_file=$TLS/sql-password
 DISTLOCK_TEST_TLS_DIR=$TLS
 DISTLOCK_REDIS_PY=$DIR/redis-py/bin/python
 EOF

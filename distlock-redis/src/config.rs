@@ -280,6 +280,7 @@ impl RedisConfig {
 
     /// The redis-rs connection URL of node `i` (contains the password: never print it).
     pub(crate) fn node_url(&self, i: usize) -> String {
+        let enc = credentials::percent_encode;
         let auth = match (&self.user, &self.password) {
             (Some(u), Some(p)) => format!("{}:{}@", enc(u), enc(p)),
             (None, Some(p)) => format!(":{}@", enc(p)),
@@ -293,17 +294,6 @@ impl RedisConfig {
         };
         format!("{scheme}://{auth}{}/{}", self.nodes[i], self.db)
     }
-}
-
-fn enc(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 #[cfg(test)]

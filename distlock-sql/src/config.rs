@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use distlock_core::backend::credentials;
 use distlock_core::backend::DistlockUrl;
 use distlock_core::LockError;
 
@@ -82,7 +83,14 @@ pub struct SqlConfig {
 }
 
 /// The query parameters distlock itself reads from a SQL URL.
-pub const KNOWN_PARAMS: &[&str] = &["mode", "table", "max_connections", "connect_timeout"];
+pub const KNOWN_PARAMS: &[&str] = &[
+    "mode",
+    "table",
+    "max_connections",
+    "connect_timeout",
+    "password_file",
+    "password_env",
+];
 
 /// sqlx's own parameters passed through unchanged.
 const DRIVER_PARAMS: &[&str] = &[
@@ -92,6 +100,8 @@ const DRIVER_PARAMS: &[&str] = &[
     "sslkey",
     "ssl-mode",
     "ssl-ca",
+    "ssl-cert",
+    "ssl-key",
     "application_name",
     "options",
     "statement-cache-capacity",
@@ -190,6 +200,15 @@ impl SqlConfig {
         let connect_timeout = params
             .take_duration("connect_timeout")?
             .unwrap_or(Duration::from_secs(5));
+        // From a file or the environment; the URL's own password stays where it is.
+        let outside = credentials::take_password(&mut params, parsed.password.clone())
+            .map_err(|e| match e {
+                LockError::InvalidConfig(m) => {
+                    LockError::invalid_config(format!("{m} (in {:?})", parsed.redacted()))
+                }
+                other => other,
+            })?
+            .filter(|_| parsed.password.is_none());
         let passthrough: Vec<(String, String)> = params
             .remaining()
             .into_iter()
@@ -201,7 +220,7 @@ impl SqlConfig {
         let mut known: Vec<&str> = KNOWN_PARAMS.to_vec();
         known.extend_from_slice(DRIVER_PARAMS);
         params.finish(&known)?;
-        let driver_url = driver_url(url, dialect, &passthrough);
+        let driver_url = driver_url(url, dialect, &passthrough, outside.as_deref());
         let cfg = SqlConfig {
             dialect,
             mode,
@@ -253,8 +272,28 @@ impl SqlConfig {
 }
 
 /// The URL sqlx sees: our parameters removed, SQLite opened read-write-create.
-fn driver_url(url: &str, dialect: Dialect, passthrough: &[(String, String)]) -> String {
+fn driver_url(
+    url: &str,
+    dialect: Dialect,
+    passthrough: &[(String, String)],
+    password: Option<&str>,
+) -> String {
     let base = url.split('?').next().unwrap_or(url);
+    let with_password;
+    let base = match (password, base.split_once("://")) {
+        (Some(pw), Some((scheme, rest))) => {
+            let (user, host) = match rest.split_once('@') {
+                Some((user, host)) => (user, host),
+                None => ("", rest),
+            };
+            with_password = format!(
+                "{scheme}://{user}:{}@{host}",
+                credentials::percent_encode(pw)
+            );
+            with_password.as_str()
+        }
+        _ => base,
+    };
     let mut pairs: Vec<String> = passthrough
         .iter()
         .map(|(k, v)| format!("{k}={v}"))

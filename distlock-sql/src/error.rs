@@ -74,6 +74,11 @@ fn is_lock_wait(msg: &str) -> bool {
 
 /// Maps a sqlx error: connection-level failures → `Unavailable`, the rest → `Backend`.
 pub(crate) fn map(err: sqlx::Error, backend: &str, name: Option<&str>) -> LockError {
+    if let Some(tls) = tls_failure(&err) {
+        return LockError::invalid_config(format!(
+            "{backend}: the TLS handshake failed: {tls}; check sslrootcert= / ssl-ca= (the CA that signed the server's certificate) and that the URL's host is a name on that certificate"
+        ));
+    }
     match err {
         sqlx::Error::Io(_)
         | sqlx::Error::Tls(_)
@@ -166,5 +171,17 @@ pub(crate) fn is_connection_gone(err: &sqlx::Error) -> bool {
                 || db.message().contains("server has gone away")
         }
         _ => false,
+    }
+}
+
+/// The TLS failure behind `err`, if it is one: retrying will not help, so it is a configuration
+/// error, not an unavailable database.
+fn tls_failure(err: &sqlx::Error) -> Option<String> {
+    match err {
+        sqlx::Error::Tls(e) => Some(e.to_string()),
+        sqlx::Error::Io(io) if io.get_ref().is_some_and(|i| i.is::<rustls::Error>()) => {
+            Some(io.to_string())
+        }
+        _ => None,
     }
 }

@@ -1,4 +1,5 @@
-//! The shared conformance suite on every SQL dialect and mode, against real servers.
+//! The shared conformance suite on every SQL dialect and mode, against real servers, and in row
+//! mode on the PostgreSQL and MariaDB servers that require TLS (verified against the private CA).
 
 mod support;
 
@@ -38,4 +39,14 @@ mod postgres_advisory {
 mod mysql_advisory {
     use super::*;
     distlock_core::conformance_suite!(SqlHarness::new(Dialect::MySql, Mode::Advisory).await);
+}
+
+mod postgres_tls_row {
+    use super::*;
+    distlock_core::conformance_suite!(SqlHarness::tls(Dialect::Postgres).await);
+}
+
+mod mysql_tls_row {
+    use super::*;
+    distlock_core::conformance_suite!(SqlHarness::tls(Dialect::MySql).await);
 }

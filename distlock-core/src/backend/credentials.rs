@@ -48,6 +48,19 @@ pub fn take_password(p: &mut Params, in_url: Option<String>) -> Result<Option<St
     Ok(in_url)
 }
 
+/// `s` with everything but URL-unreserved characters percent-encoded, for putting a user or
+/// password back into a driver's URL.
+pub fn percent_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
 /// The PEM files a TLS connection uses.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TlsFiles {

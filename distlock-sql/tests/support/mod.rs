@@ -22,6 +22,37 @@ pub fn mysql_url() -> String {
         .unwrap_or_else(|_| "mysql://root@127.0.0.1:13306/distlock".into())
 }
 
+/// PostgreSQL that requires TLS and a password (`scripts/services.sh up`: 15433).
+pub fn postgres_tls_url() -> String {
+    std::env::var("DISTLOCK_TEST_POSTGRES_TLS_URL").unwrap_or_else(|_| {
+        let d = tls_dir();
+        format!(
+            "postgres://distlock_tls@localhost:15433/distlock?sslmode=verify-full&sslrootcert={}/ca.crt&password_file={}/sql-password",
+            d.display(),
+            d.display()
+        )
+    })
+}
+
+/// MariaDB that requires TLS and a password (`scripts/services.sh up`: 13307).
+pub fn mysql_tls_url() -> String {
+    std::env::var("DISTLOCK_TEST_MYSQL_TLS_URL").unwrap_or_else(|_| {
+        let d = tls_dir();
+        format!(
+            "mysql://distlock_tls@localhost:13307/distlock?ssl-mode=VERIFY_IDENTITY&ssl-ca={}/ca.crt&password_file={}/sql-password",
+            d.display(),
+            d.display()
+        )
+    })
+}
+
+/// Where `scripts/services.sh up` keeps the private CA and certificates.
+pub fn tls_dir() -> std::path::PathBuf {
+    std::env::var("DISTLOCK_TEST_TLS_DIR")
+        .unwrap_or_else(|_| "/tmp/distlock-services/tls".into())
+        .into()
+}
+
 pub fn sqlite_url() -> String {
     let dir = std::env::temp_dir().join(format!(
         "distlock-test-{}",
@@ -61,6 +92,20 @@ impl SqlHarness {
             Dialect::MySql => mysql_url(),
             Dialect::Sqlite => sqlite_url(),
         };
+        Self::on(base, dialect, mode).await
+    }
+
+    /// Row mode on the server that requires TLS (PostgreSQL or MariaDB).
+    pub async fn tls(dialect: Dialect) -> Self {
+        let base = match dialect {
+            Dialect::Postgres => postgres_tls_url(),
+            Dialect::MySql => mysql_tls_url(),
+            Dialect::Sqlite => unreachable!("SQLite is a file: no TLS"),
+        };
+        Self::on(base, dialect, Mode::Row).await
+    }
+
+    async fn on(base: String, dialect: Dialect, mode: Mode) -> Self {
         let mut url = with_mode(&base, mode);
         if mode != Mode::Row {
             // One connection per held lock: the suite holds 1,000 at once.
