@@ -19,6 +19,7 @@ mod gray;
 mod harness;
 mod permits;
 mod recipes;
+pub mod refusals;
 
 pub use cases::*;
 pub use differential::{differential_against_reference, differential_run, Case, Op};

@@ -32,12 +32,7 @@ pub fn tls_url() -> String {
     })
 }
 
-/// Where `scripts/services.sh up` keeps the private CA and certificates.
-pub fn tls_dir() -> std::path::PathBuf {
-    std::env::var("DISTLOCK_TEST_TLS_DIR")
-        .unwrap_or_else(|_| "/tmp/distlock-services/tls".into())
-        .into()
-}
+pub use distlock_core::conformance::refusals::tls_dir;
 
 /// A plain redis-rs connection to the TLS server on `port`, as its ACL user.
 pub async fn raw_tls(port: u16) -> redis::aio::MultiplexedConnection {

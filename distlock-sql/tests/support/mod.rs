@@ -46,12 +46,7 @@ pub fn mysql_tls_url() -> String {
     })
 }
 
-/// Where `scripts/services.sh up` keeps the private CA and certificates.
-pub fn tls_dir() -> std::path::PathBuf {
-    std::env::var("DISTLOCK_TEST_TLS_DIR")
-        .unwrap_or_else(|_| "/tmp/distlock-services/tls".into())
-        .into()
-}
+pub use distlock_core::conformance::refusals::tls_dir;
 
 pub fn sqlite_url() -> String {
     let dir = std::env::temp_dir().join(format!(
