@@ -471,6 +471,56 @@ my_down() {
   fi
 }
 
+# --- etcd with TLS and authentication ---------------------------------------------------------
+# One member on $ETCD_SECURE_PORT (https, the private CA's localhost certificate, and clients must
+# present a certificate it signed; peer plain on +1, loopback only). Authentication on: user `distlock` (password distlock-etcd-pw, also in
+# $TLS/etcd-password) may read and write only keys under `locks/`; `root` administers.
+etcdctl_secure() { ETCDCTL_API=3 etcdctl --endpoints "https://localhost:$ETCD_SECURE_PORT" --cacert "$TLS/ca.crt" --cert "$TLS/client.crt" --key "$TLS/client.key" --dial-timeout=2s --command-timeout=5s "$@"; }
+# (etcdctl only warns when given a user while authentication is off: check that it is on.)
+etcd_secure_auth_on() { ! etcdctl_secure get --limit 1 locks/ >/dev/null 2>&1; }
+etcd_secure_ok() { etcd_secure_auth_on && etcdctl_secure --user distlock:distlock-etcd-pw get --prefix locks/ --limit 1 >/dev/null 2>&1; }
+etcd_secure_up() {
+  tls_up
+  ensure_pkg etcd etcd-server
+  ensure_pkg etcdctl etcd-client
+  local port=$ETCD_SECURE_PORT d; d=$(etcd_dir "$ETCD_SECURE_PORT")
+  mkdir -p "$d"
+  local pid; pid=$(pidof_file "$d/etcd.pid")
+  if ! ours "$pid" "--data-dir $d/data"; then
+    (
+      cd "$d"
+      ETCD_UNSUPPORTED_ARCH="" setsid nohup etcd --name "etcd-$port" --data-dir "$d/data" \
+        --listen-client-urls "https://127.0.0.1:$port" --advertise-client-urls "https://localhost:$port" \
+        --cert-file "$TLS/server.crt" --key-file "$TLS/server.key" --trusted-ca-file "$TLS/ca.crt" \
+        --listen-peer-urls "http://127.0.0.1:$((port + 1))" \
+        --initial-advertise-peer-urls "http://127.0.0.1:$((port + 1))" \
+        --initial-cluster "etcd-$port=http://127.0.0.1:$((port + 1))" --initial-cluster-token "distlock-etcd-$port" \
+        --initial-cluster-state new --heartbeat-interval 60 --election-timeout 600 --enable-v2=false \
+        >>"$d/etcd.log" 2>&1 </dev/null &
+      echo $! >"$d/etcd.pid"
+    )
+  else
+    resumed "$pid"
+  fi
+  printf 'distlock-etcd-pw\n' >"$TLS/etcd-password"
+  etcd_secure_ok && return 0
+  # First start (auth still off): make the users and roles, then turn authentication on.
+  local deadline=$((SECONDS + WAIT_SECS))
+  until etcdctl_secure --user root:distlock-etcd-root endpoint health >/dev/null 2>&1; do
+    [ "$SECONDS" -lt "$deadline" ] || die "etcd (TLS) on $port did not answer; see $d/etcd.log"
+    sleep 0.3
+  done
+  if ! etcd_secure_auth_on; then
+    etcdctl_secure user get root >/dev/null 2>&1 || etcdctl_secure user add root:distlock-etcd-root >/dev/null
+    etcdctl_secure user get distlock >/dev/null 2>&1 || etcdctl_secure user add distlock:distlock-etcd-pw >/dev/null
+    etcdctl_secure role get distlock >/dev/null 2>&1 || etcdctl_secure role add distlock >/dev/null
+    etcdctl_secure role grant-permission distlock --prefix=true readwrite locks/ >/dev/null
+    etcdctl_secure user grant-role distlock distlock >/dev/null
+    etcdctl_secure auth enable >/dev/null
+  fi
+  wait_until "etcd (TLS, auth) on $port" "$d/etcd.log" etcd_secure_ok
+}
+
 # --- PostgreSQL and MariaDB that require TLS ----------------------------------------------------
 # Their own instances (data under $DIR/postgres-tls, $DIR/mysql-tls): TLS with the private CA's
 # localhost certificate, and every connection must use it and give a password (role and user
@@ -602,7 +652,7 @@ etcd_role() { # leader|follower, from the member's own status
 }
 
 # --- per-service dispatch --------------------------------------------------------------------
-ALL=(redis redlock zk zk-ensemble zk-netns postgres mysql etcd etcd-cluster redis-tls postgres-tls mysql-tls)
+ALL=(redis redlock zk zk-ensemble zk-netns postgres mysql etcd etcd-cluster redis-tls postgres-tls mysql-tls etcd-secure)
 
 svc_up() {
   case $1 in
@@ -627,6 +677,7 @@ svc_up() {
     mysql) my_up ;;
     postgres-tls) pg_tls_up ;;
     mysql-tls) my_tls_up ;;
+    etcd-secure) etcd_secure_up ;;
     etcd) etcd_start "$ETCD_PORT"; etcd_wait "$ETCD_PORT" ;;
     etcd-cluster)
       for p in "${ETCD_CLUSTER_PORTS[@]}"; do etcd_start "$p"; done
@@ -646,6 +697,7 @@ svc_down() {
     mysql) my_down ;;
     postgres-tls) pg_tls_down ;;
     mysql-tls) my_tls_down ;;
+    etcd-secure) etcd_stop "$ETCD_SECURE_PORT" ;;
     etcd) etcd_stop "$ETCD_PORT" ;;
     etcd-cluster) for p in "${ETCD_CLUSTER_PORTS[@]}"; do etcd_stop "$p"; done ;;
     *) die "unknown service '$1' (known: ${ALL[*]})" ;;
@@ -664,6 +716,7 @@ svc_status() { # prints lines, returns non-zero if any is down
     postgres) if pg_ok; then echo "postgres $PG_PORT up"; else echo "postgres $PG_PORT down"; bad=1; fi ;;
     mysql) if my_ok; then echo "mysql $MYSQL_PORT up"; else echo "mysql $MYSQL_PORT down"; bad=1; fi ;;
     postgres-tls) if pg_tls_ok; then echo "postgres-tls $PG_TLS_PORT up"; else echo "postgres-tls $PG_TLS_PORT down"; bad=1; fi ;;
+    etcd-secure) if etcd_secure_ok; then echo "etcd-secure $ETCD_SECURE_PORT up"; else echo "etcd-secure $ETCD_SECURE_PORT down"; bad=1; fi ;;
     mysql-tls) if my_tls_ok; then echo "mysql-tls $MYSQL_TLS_PORT up"; else echo "mysql-tls $MYSQL_TLS_PORT down"; bad=1; fi ;;
     etcd) if etcd_ok "$ETCD_PORT"; then echo "etcd $ETCD_PORT up"; else echo "etcd $ETCD_PORT down"; bad=1; fi ;;
     etcd-cluster) for p in "${ETCD_CLUSTER_PORTS[@]}"; do if etcd_ok "$p"; then echo "etcd-cluster $p up ($(etcd_role "$p"))"; else echo "etcd-cluster $p down"; bad=1; fi; done ;;
@@ -698,6 +751,7 @@ DISTLOCK_TEST_ETCD_CLUSTER_URL=etcd://$(printf '127.0.0.1:%s,' "${ETCD_CLUSTER_P
 DISTLOCK_TEST_REDIS_TLS_URL=rediss://distlock@localhost:$REDIS_TLS_PORT?ca=$TLS/ca.crt&password_file=$TLS/redis-password
 DISTLOCK_TEST_POSTGRES_TLS_URL=postgres://distlock_tls@localhost:$PG_TLS_PORT/distlock?sslmode=verify-full&sslrootcert=$TLS/ca.crt&password_file=$TLS/sql-password
 DISTLOCK_TEST_MYSQL_TLS_URL=mysql://distlock_tls@localhost:$MYSQL_TLS_PORT/distlock?ssl-mode=VERIFY_IDENTITY&ssl-ca=$TLS/ca.crt&password_file=$TLS/sql-password
+DISTLOCK_TEST_ETCD_SECURE_URL=etcds://distlock@localhost:$ETCD_SECURE_PORT/locks?ca=$TLS/ca.crt&cert=$TLS/client.crt&key=$TLS/client.key&password_file=$TLS/etcd-password
 DISTLOCK_TEST_TLS_DIR=$TLS
 DISTLOCK_REDIS_PY=$DIR/redis-py/bin/python
 EOF

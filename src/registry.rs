@@ -88,7 +88,7 @@ pub fn backends() -> Vec<Backend> {
         ),
         backend!(
             "etcd",
-            &["etcd"],
+            &["etcd", "etcds"],
             distlock_etcd::connect,
             distlock_etcd::connect_semaphore,
             distlock_etcd::connect_rwlock

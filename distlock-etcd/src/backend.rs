@@ -5,11 +5,12 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use distlock_core::backend::credentials::TlsFiles;
 use distlock_core::backend::{Attempt, Deadline, GuardParts, LockBackend, LostSignal};
 use distlock_core::{
     AcquireOptions, Capabilities, DistributedLock, LockError, LockGuard, LockInfo, Wakeup,
 };
-use etcd_client::SortOrder;
+use etcd_client::{Certificate, Identity, SortOrder, TlsOptions};
 use tokio::time::Instant;
 
 use crate::config::EtcdConfig;
@@ -63,7 +64,8 @@ impl EtcdLock {
                 None,
             )
         };
-        let members = tokio::time::timeout(cfg.connect_timeout, Members::new(&cfg))
+        let tls = cfg.tls.as_ref().map(tls_options).transpose()?;
+        let members = tokio::time::timeout(cfg.connect_timeout, Members::new(&cfg, tls))
             .await
             .map_err(|_| unreachable(format!("no answer within {:?}", cfg.connect_timeout)))?
             .map_err(|e| map(e, &label, None))?;
@@ -319,7 +321,20 @@ impl LockBackend for EtcdLock {
     }
 }
 
-/// Connects from an `etcd://` URL.
+/// etcd-client's TLS settings from the URL's files (the server name checked is the URL's host).
+fn tls_options(files: &TlsFiles) -> Result<TlsOptions, LockError> {
+    let pem = files.read()?;
+    let mut tls = TlsOptions::new();
+    if let Some(ca) = pem.ca {
+        tls = tls.ca_certificate(Certificate::from_pem(ca));
+    }
+    if let Some((cert, key)) = pem.identity {
+        tls = tls.identity(Identity::from_pem(cert, key));
+    }
+    Ok(tls)
+}
+
+/// Connects from an `etcd://` or `etcds://` URL.
 ///
 /// # Errors
 /// As [`EtcdConfig::from_url`] and [`EtcdLock::connect`].

@@ -1,7 +1,9 @@
-//! [`EtcdConfig`]: endpoints, key prefix and timeouts from an `etcd://` URL.
+//! [`EtcdConfig`]: endpoints, key prefix, timeouts, TLS and credentials from an `etcd://` or
+//! `etcds://` (TLS) URL.
 
 use std::time::Duration;
 
+use distlock_core::backend::credentials::{self, TlsFiles};
 use distlock_core::backend::url::HostPort;
 use distlock_core::backend::DistlockUrl;
 use distlock_core::LockError;
@@ -10,12 +12,20 @@ use distlock_core::LockError;
 pub const DEFAULT_PORT: u16 = 2379;
 
 /// Parameters read from the URL (`ttl`, `wait` and `renew` are the facade's).
-pub const KNOWN_PARAMS: &[&str] = &["connect_timeout", "timeout"];
+pub const KNOWN_PARAMS: &[&str] = &[
+    "connect_timeout",
+    "timeout",
+    "ca",
+    "cert",
+    "key",
+    "password_file",
+    "password_env",
+];
 
-/// Everything an etcd lock client needs.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Everything an etcd lock client needs. `Debug` never shows the password.
+#[derive(Clone, PartialEq, Eq)]
 pub struct EtcdConfig {
-    /// The cluster members' client endpoints (plain HTTP/2; TLS is not supported yet).
+    /// The cluster members' client endpoints.
     pub endpoints: Vec<HostPort>,
     /// Prepended, with a `/`, to every lock's key range; empty (the default) makes a lock
     /// named `jobs` use the keys `jobs/<lease>`, exactly as `etcdctl lock jobs` does. Never
@@ -25,6 +35,26 @@ pub struct EtcdConfig {
     pub connect_timeout: Duration,
     /// Bound on each request's reply (not on waiting for another holder).
     pub timeout: Duration,
+    /// TLS to every endpoint, with these files (`None`: plain HTTP/2).
+    pub tls: Option<TlsFiles>,
+    /// etcd user (with [`EtcdConfig::with_password`]), for a cluster with authentication on.
+    pub user: Option<String>,
+    /// The user's password (never printed).
+    password: Option<String>,
+}
+
+impl std::fmt::Debug for EtcdConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdConfig")
+            .field("endpoints", &self.endpoints)
+            .field("prefix", &self.prefix)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("timeout", &self.timeout)
+            .field("tls", &self.tls)
+            .field("user", &self.user)
+            .field("password", &self.password.as_ref().map(|_| "***"))
+            .finish()
+    }
 }
 
 impl EtcdConfig {
@@ -36,10 +66,27 @@ impl EtcdConfig {
             prefix: String::new(),
             connect_timeout: Duration::from_secs(5),
             timeout: Duration::from_secs(5),
+            tls: None,
+            user: None,
+            password: None,
         }
     }
 
-    /// Parses `etcd://h1:p1[,h2:p2…][/prefix][?connect_timeout=5s&timeout=5s]`.
+    /// Sets the user and password for a cluster with authentication on.
+    pub fn with_password(mut self, user: impl Into<String>, password: impl Into<String>) -> Self {
+        self.user = Some(user.into());
+        self.password = Some(password.into());
+        self
+    }
+
+    /// The user and password, when both are set.
+    pub(crate) fn credentials(&self) -> Option<(&str, &str)> {
+        Some((self.user.as_deref()?, self.password.as_deref()?))
+    }
+
+    /// Parses `etcd://[user[:password]@]h1:p1[,h2:p2…][/prefix][?connect_timeout=5s&timeout=5s]`,
+    /// or `etcds://…` for TLS (`ca=`, `cert=`, `key=`); the password may come from
+    /// `password_file=` or `password_env=` instead.
     ///
     /// ```
     /// let cfg = distlock_etcd::EtcdConfig::from_url("etcd://10.0.0.1,10.0.0.2:2479/app/locks").unwrap();
@@ -50,27 +97,25 @@ impl EtcdConfig {
     /// ```
     ///
     /// # Errors
-    /// [`LockError::InvalidConfig`] quoting the bad part: another scheme, no host, a user or
-    /// password (etcd authentication is not supported yet), an unknown parameter, a bad
-    /// duration, a prefix with an empty segment (`a//b`) or a trailing `/`.
+    /// [`LockError::InvalidConfig`] quoting the bad part: another scheme, no host, a password
+    /// without a user (or a user without one), TLS files on `etcd://`, an unknown parameter, a
+    /// bad duration, a prefix with an empty segment (`a//b`) or a trailing `/`.
     pub fn from_url(url: &str) -> Result<Self, LockError> {
         let u = DistlockUrl::parse(url, DEFAULT_PORT)?;
-        if u.scheme != "etcd" {
-            return Err(LockError::invalid_config(format!(
-                "scheme {:?} in {:?} is not etcd://",
-                u.scheme,
-                u.redacted()
-            )));
-        }
+        let tls_scheme = match u.scheme.as_str() {
+            "etcd" => false,
+            "etcds" => true,
+            _ => {
+                return Err(LockError::invalid_config(format!(
+                    "scheme {:?} in {:?} is not etcd:// (or etcds:// for TLS)",
+                    u.scheme,
+                    u.redacted()
+                )))
+            }
+        };
         if u.hosts.is_empty() {
             return Err(LockError::invalid_config(format!(
                 "{:?} names no etcd endpoint (etcd://host:2379[,host:port…])",
-                u.redacted()
-            )));
-        }
-        if u.user.is_some() || u.password.is_some() {
-            return Err(LockError::invalid_config(format!(
-                "{:?}: etcd user authentication is not supported by distlock yet; drop the user and password",
                 u.redacted()
             )));
         }
@@ -86,6 +131,33 @@ impl EtcdConfig {
             cfg.prefix = u.path.clone();
         }
         let mut p = u.params();
+        let in_context =
+            |m: String| LockError::invalid_config(format!("{m} (in {:?})", u.redacted()));
+        let password =
+            credentials::take_password(&mut p, u.password.clone()).map_err(|e| match e {
+                LockError::InvalidConfig(m) => in_context(m),
+                other => other,
+            })?;
+        cfg.user = u.user.clone();
+        cfg.password = password;
+        if cfg.user.is_some() != cfg.password.is_some() {
+            return Err(in_context(
+                "etcd authentication needs both a user and a password".into(),
+            ));
+        }
+        let files = TlsFiles::take(&mut p).map_err(|e| match e {
+            LockError::InvalidConfig(m) => in_context(m),
+            other => other,
+        })?;
+        cfg.tls = match (tls_scheme, files) {
+            (true, files) => Some(files.unwrap_or_default()),
+            (false, Some(_)) => {
+                return Err(in_context(
+                    "ca=, cert= and key= are for TLS: use etcds://".into(),
+                ))
+            }
+            (false, None) => None,
+        };
         if let Some(d) = p.take_duration("connect_timeout")? {
             cfg.connect_timeout = d;
         }
@@ -107,11 +179,12 @@ impl EtcdConfig {
         Ok(cfg)
     }
 
-    /// The endpoints as etcd-client takes them (`http://host:port`).
+    /// The endpoints as etcd-client takes them (`http://host:port`, `https://` with TLS).
     pub(crate) fn endpoint_urls(&self) -> Vec<String> {
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
         self.endpoints
             .iter()
-            .map(|h| format!("http://{h}"))
+            .map(|h| format!("{scheme}://{h}"))
             .collect()
     }
 }
@@ -129,10 +202,16 @@ mod tests {
         );
         assert_eq!(c.timeout, Duration::from_secs(2));
         assert_eq!(c.prefix, "");
+        let s = EtcdConfig::from_url("etcds://app:secret@localhost:2379?ca=/ca.pem").unwrap();
+        assert_eq!(s.endpoint_urls(), ["https://localhost:2379"]);
+        assert_eq!(s.credentials(), Some(("app", "secret")));
+        assert!(!format!("{s:?}").contains("secret"));
         for (bad, quoted) in [
             ("zk://h", "zk"),
             ("etcd://", "no etcd endpoint"),
-            ("etcd://u:secret@h", "not supported"),
+            ("etcd://u@h", "both a user and a password"),
+            ("etcd://h?ca=/x.pem", "etcds://"),
+            ("etcd://u:secret@h?password_env=X", "more than once"),
             ("etcd://h?session_timeout=1s", "session_timeout"),
             ("etcd://h?timeout=soon", "soon"),
             ("etcd://h/a//b", "empty segment"),

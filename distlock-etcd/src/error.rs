@@ -14,6 +14,9 @@ pub(crate) fn lease_gone(err: &Error) -> bool {
 }
 
 pub(crate) fn map(err: Error, backend: &str, name: Option<&str>) -> LockError {
+    if let Some(why) = misconfigured(&err) {
+        return LockError::invalid_config(format!("{backend}: {why}"));
+    }
     if is_unreachable(&err) {
         return LockError::unavailable(
             backend,
@@ -46,4 +49,35 @@ pub(crate) fn is_unreachable(err: &Error) -> bool {
         }
         _ => false,
     }
+}
+
+/// Failures retrying cannot cure: a TLS handshake that failed, credentials refused, a user
+/// without permission on the lock's keys.
+fn misconfigured(err: &Error) -> Option<String> {
+    // etcd-client's `Error` does not give its gRPC status or transport error as a source.
+    let inner: &(dyn std::error::Error + 'static) = match err {
+        Error::GRpcStatus(s) => s,
+        Error::TransportError(t) => t,
+        other => other,
+    };
+    if let Some(tls) = distlock_core::backend::tls_failure::rustls_failure(inner) {
+        return Some(format!(
+            "the TLS handshake failed: {tls}; check ca= (the CA that signed the server's certificate), that the URL's host is a name on that certificate, and cert=/key="
+        ));
+    }
+    let Error::GRpcStatus(s) = err else {
+        return None;
+    };
+    let msg = s.message();
+    if msg.contains("authentication failed") || msg.contains("user name is empty") {
+        return Some(format!(
+            "etcd refused the credentials ({msg}); check the user and password in the URL"
+        ));
+    }
+    if msg.contains("permission denied") {
+        return Some(format!(
+            "etcd refused the request ({msg}): the user's role must grant read and write on the lock's key prefix (the URL's path)"
+        ));
+    }
+    None
 }

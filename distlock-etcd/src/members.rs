@@ -16,7 +16,7 @@ use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use etcd_client::{Client, ConnectOptions, Error, WatchOptions};
+use etcd_client::{Client, ConnectOptions, Error, TlsOptions, WatchOptions};
 use futures::stream::{FuturesUnordered, StreamExt};
 
 use crate::config::EtcdConfig;
@@ -32,15 +32,25 @@ pub(crate) struct Members {
 }
 
 impl Members {
-    /// One lazily connected client per endpoint.
-    pub async fn new(cfg: &EtcdConfig) -> Result<Self, Error> {
-        let options = ConnectOptions::new()
+    /// One lazily connected client per endpoint (authenticated at once when `cfg` has a
+    /// user), over TLS with `tls`.
+    pub async fn new(cfg: &EtcdConfig, tls: Option<TlsOptions>) -> Result<Self, Error> {
+        let mut options = ConnectOptions::new()
             .with_connect_timeout(cfg.connect_timeout)
             .with_timeout(cfg.timeout)
             // A member cut from its leader refuses requests (and cancels watches) instead of
             // answering from a stale state.
             .with_require_leader(true)
             .with_keep_alive(cfg.timeout / 2, cfg.timeout / 2);
+        if let Some((user, password)) = cfg.credentials() {
+            // etcd's simple tokens lapse after 5 idle minutes: fetch a new one when told so.
+            options = options
+                .with_user(user, password)
+                .with_auto_token_refresh(true);
+        }
+        if let Some(tls) = tls {
+            options = options.with_tls(tls);
+        }
         let mut clients = Vec::new();
         for ep in cfg.endpoint_urls() {
             clients.push(Client::connect([ep], Some(options.clone())).await?);

@@ -1,4 +1,5 @@
-//! The shared conformance suite on a single etcd member and on the 3-member cluster.
+//! The shared conformance suite on a single etcd member, on the 3-member cluster, and on a member
+//! with TLS and authentication.
 
 mod support;
 
@@ -12,4 +13,11 @@ mod single {
 mod cluster {
     use super::*;
     distlock_core::conformance_suite!(EtcdHarness::cluster());
+}
+
+/// `etcds://` to the member with TLS (client certificates required) and authentication on, as
+/// a user whose role covers only the lock's key prefix.
+mod secure {
+    use super::*;
+    distlock_core::conformance_suite!(EtcdHarness::secure());
 }

@@ -15,9 +15,9 @@ use distlock_core::{AcquireOptions, LockContext};
 use support::own_cluster::OwnCluster;
 use support::{connect_or_explain, unique};
 
-/// Client ports of the private cluster: 12579, 12589, 12599 (peers +1); the shared servers use
-/// 12379-12500 and the chaos set 13379-13500.
-const BASE_PORT: u16 = 12579;
+/// Client ports of the private cluster: 12679, 12689, 12699 (peers +1); the shared servers use
+/// 12379-12580 (12579: the TLS member) and the chaos set 13379-13580.
+const BASE_PORT: u16 = 12679;
 
 #[derive(Default)]
 struct Ledger {
@@ -212,7 +212,7 @@ async fn partitioned_holder_is_lost_before_anyone_else_holds() {
 /// a key whose release never arrived would block the name for that long).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_during_a_quorum_loss_frees_the_lock_once_a_leader_is_back() {
-    let mut cluster = OwnCluster::start(12609).await;
+    let mut cluster = OwnCluster::start(12709).await;
     let url = format!("{}?timeout=1s", cluster.url());
     let (a, b) = (
         connect_or_explain(&url).await,

@@ -3,7 +3,7 @@
 use distlock_core::{BoxError, LockError};
 
 pub(crate) fn map(err: redis::RedisError, backend: &str, name: Option<&str>) -> LockError {
-    if let Some(tls) = tls_failure(&err) {
+    if let Some(tls) = distlock_core::backend::tls_failure::rustls_failure(&err) {
         return LockError::invalid_config(format!(
             "{backend}: the TLS handshake failed: {tls}; check ca= (the CA that signed the server's certificate), that the URL's host is a name on that certificate, and cert=/key="
         ));
@@ -44,33 +44,4 @@ pub(crate) fn map(err: redis::RedisError, backend: &str, name: Option<&str>) -> 
         format!("Redis error: {err}"),
         Some(Box::new(err) as BoxError),
     )
-}
-
-/// The TLS failure behind `err`, if it is one: retrying will not help, so it is a
-/// configuration error, not an unavailable store.
-fn tls_failure(err: &redis::RedisError) -> Option<String> {
-    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(err);
-    for _ in 0..8 {
-        // redis-rs keeps the io::Error in an `Arc`, and `io::Error::source` skips the error it
-        // wraps: unwrap both by hand.
-        let e = cur?;
-        let e: &(dyn std::error::Error + 'static) =
-            match e.downcast_ref::<std::sync::Arc<dyn std::error::Error + Send + Sync>>() {
-                Some(arc) => &**arc,
-                None => e,
-            };
-        let wrapped = e
-            .downcast_ref::<std::io::Error>()
-            .and_then(|io| io.get_ref());
-        let wrapped = wrapped.map(|w| w as &(dyn std::error::Error + 'static));
-        if let Some(t) = [Some(e), wrapped]
-            .into_iter()
-            .flatten()
-            .find_map(|x| x.downcast_ref::<rustls::Error>())
-        {
-            return Some(t.to_string());
-        }
-        cur = e.source();
-    }
-    None
 }

@@ -179,9 +179,7 @@ pub(crate) fn is_connection_gone(err: &sqlx::Error) -> bool {
 fn tls_failure(err: &sqlx::Error) -> Option<String> {
     match err {
         sqlx::Error::Tls(e) => Some(e.to_string()),
-        sqlx::Error::Io(io) if io.get_ref().is_some_and(|i| i.is::<rustls::Error>()) => {
-            Some(io.to_string())
-        }
+        sqlx::Error::Io(io) => distlock_core::backend::tls_failure::rustls_failure(io),
         _ => None,
     }
 }

@@ -122,12 +122,23 @@ impl TlsFiles {
                 LockError::invalid_config(format!("{what}={}: cannot read it: {e}", path.display()))
             })
         };
+        let identity = match &self.identity {
+            Some((c, k)) => {
+                let cert = read("cert", c)?;
+                // A server may refuse an expired certificate without saying why: say it here.
+                if let Some(why) = crate::backend::cert_dates::invalid_now(&cert) {
+                    return Err(LockError::invalid_config(format!(
+                        "cert={}: the client certificate is {why}",
+                        c.display()
+                    )));
+                }
+                Some((cert, read("key", k)?))
+            }
+            None => None,
+        };
         Ok(TlsPem {
             ca: self.ca.as_ref().map(|p| read("ca", p)).transpose()?,
-            identity: match &self.identity {
-                Some((c, k)) => Some((read("cert", c)?, read("key", k)?)),
-                None => None,
-            },
+            identity,
         })
     }
 }

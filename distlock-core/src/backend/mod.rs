@@ -21,6 +21,7 @@
 
 pub mod attempt;
 pub mod cancel;
+pub mod cert_dates;
 pub mod credentials;
 pub mod duration;
 pub mod lease;
@@ -29,6 +30,7 @@ pub mod lost;
 pub mod name;
 pub mod per_runtime;
 pub mod queue;
+pub mod tls_failure;
 pub mod token;
 pub mod url;
 pub mod wait;

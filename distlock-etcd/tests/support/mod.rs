@@ -21,6 +21,17 @@ pub fn cluster_url() -> String {
         .unwrap_or_else(|_| "etcd://127.0.0.1:12479,127.0.0.1:12489,127.0.0.1:12499".into())
 }
 
+/// The member with TLS (client certificates required) and authentication on
+/// (`scripts/services.sh up`: 12579; user `distlock` may use keys under `locks/` only).
+pub fn secure_url() -> String {
+    std::env::var("DISTLOCK_TEST_ETCD_SECURE_URL").unwrap_or_else(|_| {
+        let d = tls_dir().display().to_string();
+        format!("etcds://distlock@localhost:12579/locks?ca={d}/ca.crt&cert={d}/client.crt&key={d}/client.key&password_file={d}/etcd-password")
+    })
+}
+
+pub use distlock_core::conformance::refusals::tls_dir;
+
 /// The `host:port`s of an `etcd://` URL (the toolkit's URL parser).
 fn host_ports(url: &str) -> Vec<distlock_core::backend::HostPort> {
     distlock_core::backend::DistlockUrl::parse(url, distlock_etcd::config::DEFAULT_PORT)
@@ -38,11 +49,17 @@ pub fn ports(url: &str) -> Vec<u16> {
     host_ports(url).iter().map(|h| h.port).collect()
 }
 
-/// `http://host:port` endpoints of an `etcd://` URL, for etcd-client and etcdctl.
+/// `http://host:port` endpoints of an `etcd://` URL (`https://` of an `etcds://` one), for
+/// etcd-client and etcdctl.
 pub fn endpoints(url: &str) -> Vec<String> {
+    let scheme = if url.starts_with("etcds://") {
+        "https"
+    } else {
+        "http"
+    };
     host_ports(url)
         .iter()
-        .map(|h| format!("http://{h}"))
+        .map(|h| format!("{scheme}://{h}"))
         .collect()
 }
 
@@ -97,8 +114,24 @@ pub async fn etcd_lock(url: &str) -> distlock_etcd::EtcdLock {
         .unwrap_or_else(|e| explain(url, e))
 }
 
+/// A plain etcd-client of the members of `url`: for `etcds://`, with the test CA, client
+/// certificate and the `distlock` user.
 pub async fn raw(url: &str) -> etcd_client::Client {
-    etcd_client::Client::connect(endpoints(url), None)
+    let options = url.starts_with("etcds://").then(|| {
+        let d = tls_dir();
+        let read = |f: &str| std::fs::read(d.join(f)).unwrap();
+        let tls = etcd_client::TlsOptions::new()
+            .ca_certificate(etcd_client::Certificate::from_pem(read("ca.crt")))
+            .identity(etcd_client::Identity::from_pem(
+                read("client.crt"),
+                read("client.key"),
+            ));
+        let pw = String::from_utf8(read("etcd-password")).unwrap();
+        etcd_client::ConnectOptions::new()
+            .with_tls(tls)
+            .with_user("distlock", pw.trim())
+    });
+    etcd_client::Client::connect(endpoints(url), options)
         .await
         .unwrap_or_else(|e| explain(url, e))
 }
@@ -146,7 +179,22 @@ impl EtcdHarness {
         }
     }
 
+    /// The member with TLS and authentication, under the prefix its user may use.
+    pub fn secure() -> Self {
+        EtcdHarness {
+            url: secure_url(),
+            prefix: "locks",
+        }
+    }
+
     pub fn client_url(&self, hosts: &str) -> String {
+        if let Some(rest) = self.url.strip_prefix("etcds://") {
+            // User and query kept; `localhost`, the name on the server's certificate.
+            let user = rest.split_once('@').map(|(u, _)| u).unwrap_or_default();
+            let query = rest.split_once('?').map(|(_, q)| q).unwrap_or_default();
+            let hosts = hosts.replace("127.0.0.1", "localhost");
+            return format!("etcds://{user}@{hosts}/{}?{query}", self.prefix);
+        }
         if self.prefix.is_empty() {
             format!("etcd://{hosts}")
         } else {
@@ -162,9 +210,9 @@ impl Harness for EtcdHarness {
     }
 
     async fn crashable_client(&self) -> CrashableClient {
-        let url = self.client_url("{hosts}");
-        CrashableClient::through_proxies(&ports(&self.url), |hosts| async move {
-            connect_or_explain(&url.replace("{hosts}", &hosts)).await
+        CrashableClient::through_proxies(&ports(&self.url), |hosts| {
+            let url = self.client_url(&hosts);
+            async move { connect_or_explain(&url).await }
         })
         .await
     }
@@ -185,6 +233,14 @@ impl Harness for EtcdHarness {
     }
 
     async fn unreachable(&self) -> Result<Arc<dyn DistributedLock>, LockError> {
+        if self.url.starts_with("etcds://") {
+            return distlock_etcd::connect(
+                &self
+                    .client_url("127.0.0.1:1")
+                    .replace('?', "?connect_timeout=1s&"),
+            )
+            .await;
+        }
         distlock_etcd::connect("etcd://127.0.0.1:1?connect_timeout=1s").await
     }
 }
