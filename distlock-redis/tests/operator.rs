@@ -1,0 +1,72 @@
+//! `list` and `break_lock` (`distlock ls`, `distlock break`) on a real Redis and a Redlock of
+//! five masters, by the shared operator cases (`distlock_core::conformance`), the broken holder
+//! fenced out by `distlock_redis::fence`; and what a listing leaves out.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use distlock_core::conformance;
+use distlock_core::{AcquireOptions, LockError};
+use support::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn single_a_broken_holder_is_fenced_out() {
+    let (_, write, read) = fenced_register(ports(&single_url())[0]);
+    conformance::a_broken_holder_is_fenced_out(&RedisHarness::single(), write, read).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlock_a_broken_holder_is_fenced_out() {
+    let (_, write, read) = fenced_register(ports(&single_url())[0]);
+    conformance::a_broken_holder_is_fenced_out(&RedisHarness::redlock(), write, read).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn single_a_listing_is_bounded() {
+    conformance::a_listing_is_bounded(&RedisHarness::single()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlock_a_listing_is_bounded() {
+    conformance::a_listing_is_bounded(&RedisHarness::redlock()).await;
+}
+
+/// Strings under the prefix that are not distlock's locks (a key without a fencing counter, a
+/// hash, distlock's own counters) are not listed, and a break refuses a key with no counter
+/// beside it (redis-py's, another application's) instead of deleting it.
+#[tokio::test]
+async fn other_keys_under_the_prefix_are_neither_listed_nor_broken() {
+    let url = single_url();
+    let port = ports(&url)[0];
+    let lock = connect_or_explain(&url).await;
+    let prefix = unique("ls-other");
+    let held = format!("{prefix}-held");
+    let guard = lock.acquire(&held, &AcquireOptions::new()).await.unwrap();
+    let (plain, hash) = (format!("{prefix}-plain"), format!("{prefix}-hash"));
+    let _: () = run(port, redis::cmd("SET").arg(&plain).arg("someone else's")).await;
+    let _: () = run(port, redis::cmd("HSET").arg(&hash).arg("f").arg("v")).await;
+    let listing = lock.list(&prefix, 10).await.unwrap();
+    let names: Vec<_> = listing.locks.iter().map(|l| l.name.as_str()).collect();
+    assert_eq!(names, [held.as_str()], "{listing:?}");
+    let err = lock.break_lock(&plain).await.unwrap_err();
+    assert!(matches!(err, LockError::Backend { .. }), "{err:?}");
+    let still: String = run(port, redis::cmd("GET").arg(&plain)).await;
+    assert_eq!(still, "someone else's", "a foreign key was touched");
+    guard.release().await.unwrap();
+    let _: () = run(port, redis::cmd("DEL").arg(&plain).arg(&hash)).await;
+}
+
+/// A prefix with glob metacharacters matches them literally.
+#[tokio::test]
+async fn a_prefix_is_matched_literally() {
+    let lock = connect_or_explain(&single_url()).await;
+    let base = unique("ls-glob");
+    let (star, other) = (format!("{base}*x"), format!("{base}-x"));
+    let g1 = lock.acquire(&star, &AcquireOptions::new()).await.unwrap();
+    let g2 = lock.acquire(&other, &AcquireOptions::new()).await.unwrap();
+    let listing = lock.list(&format!("{base}*"), 10).await.unwrap();
+    let names: Vec<_> = listing.locks.iter().map(|l| l.name.as_str()).collect();
+    assert_eq!(names, [star.as_str()]);
+    g1.release().await.unwrap();
+    g2.release().await.unwrap();
+}
