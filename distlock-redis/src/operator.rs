@@ -3,16 +3,17 @@
 //!
 //! * **list**: `SCAN` (string keys, `MATCH <prefix><name prefix>*`, 1,000 a step) on every
 //!   node, bounded by [`SCAN_STEPS`] steps and [`SCAN_TIME`] per node and by [`MAX_CANDIDATES`]
-//!   names; a name is listed only when a quorum of nodes names one holder (as `inspect`) and its
-//!   key has distlock's fencing counter beside it, so redis-py locks and other applications'
-//!   strings under the prefix are left out. A scan cut short by a bound marks the listing
-//!   truncated. The names come back sorted, but which ones a truncated page holds depends on
-//!   the scan order.
+//!   names; a name is listed only when a quorum of nodes names one holder (as `inspect`) and
+//!   its key has an expiry and distlock's fencing counter beside it, so redis-py locks, fenced
+//!   values and other applications' strings under the prefix are left out. A scan cut short by
+//!   a bound marks the listing truncated. The names come back sorted, but which ones a
+//!   truncated page holds depends on the scan order.
 //! * **break**: `lua/break.lua` on every node at once: deletes the lock key whoever holds it
 //!   and raises the fencing counter past the holder's token in one script, then wakes the
-//!   queue's head. Broken when the holder was deleted on a quorum (or on every node that held
-//!   it, with enough nodes answering to be sure); the broken holder's next renewal is refused
-//!   (renewals are owner-checked) and its guard is lost.
+//!   queue's head; a key with no counter or no expiry is reported, never deleted. Broken when
+//!   the holder was deleted on a quorum (or on every node that held it, with enough nodes
+//!   answering to be sure); the broken holder's next renewal is refused (renewals are
+//!   owner-checked) and its guard is lost.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -71,8 +72,9 @@ pub(crate) async fn list(
     let mut found = Vec::new();
     while let Some((name, view)) = checks.next().await {
         match view? {
-            // Distlock's own: held by a quorum, with a fencing counter beside the key.
-            Ok(info) if info.held && info.fencing_token.is_some() => {
+            // Distlock's own: held by a quorum, with a fencing counter beside the key and a
+            // lease (a key without expiry is someone else's value).
+            Ok(info) if info.held && info.fencing_token.is_some() && info.expires_in.is_some() => {
                 found.push(Listed::new(name, info));
                 if found.len() > limit {
                     break;

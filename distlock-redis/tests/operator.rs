@@ -31,9 +31,9 @@ async fn redlock_a_listing_is_bounded() {
     conformance::a_listing_is_bounded(&RedisHarness::redlock()).await;
 }
 
-/// Strings under the prefix that are not distlock's locks (a key without a fencing counter, a
-/// hash, distlock's own counters) are not listed, and a break refuses a key with no counter
-/// beside it (redis-py's, another application's) instead of deleting it.
+/// Strings under the prefix that are not distlock's locks (a key without a fencing counter, one
+/// without expiry, a hash, distlock's own counters) are not listed, and a break refuses them
+/// (redis-py's, a fenced value, another application's) instead of deleting them.
 #[tokio::test]
 async fn other_keys_under_the_prefix_are_neither_listed_nor_broken() {
     let url = single_url();
@@ -45,15 +45,29 @@ async fn other_keys_under_the_prefix_are_neither_listed_nor_broken() {
     let (plain, hash) = (format!("{prefix}-plain"), format!("{prefix}-hash"));
     let _: () = run(port, redis::cmd("SET").arg(&plain).arg("someone else's")).await;
     let _: () = run(port, redis::cmd("HSET").arg(&hash).arg("f").arg("v")).await;
+    // A value with no expiry at a name distlock locked once (its counter stays).
+    let persistent = format!("{prefix}-persistent");
+    let g = lock
+        .acquire(&persistent, &AcquireOptions::new())
+        .await
+        .unwrap();
+    g.release().await.unwrap();
+    let _: () = run(port, redis::cmd("SET").arg(&persistent).arg("a value")).await;
     let listing = lock.list(&prefix, 10).await.unwrap();
     let names: Vec<_> = listing.locks.iter().map(|l| l.name.as_str()).collect();
     assert_eq!(names, [held.as_str()], "{listing:?}");
-    let err = lock.break_lock(&plain).await.unwrap_err();
-    assert!(matches!(err, LockError::Backend { .. }), "{err:?}");
-    let still: String = run(port, redis::cmd("GET").arg(&plain)).await;
-    assert_eq!(still, "someone else's", "a foreign key was touched");
+    for key in [&plain, &persistent] {
+        let err = lock.break_lock(key).await.unwrap_err();
+        assert!(matches!(err, LockError::Backend { .. }), "{err:?}");
+        let still: Option<String> = run(port, redis::cmd("GET").arg(key)).await;
+        assert!(still.is_some(), "the foreign key {key} was touched");
+    }
     guard.release().await.unwrap();
-    let _: () = run(port, redis::cmd("DEL").arg(&plain).arg(&hash)).await;
+    let _: () = run(
+        port,
+        redis::cmd("DEL").arg(&plain).arg(&hash).arg(&persistent),
+    )
+    .await;
 }
 
 /// A prefix with glob metacharacters matches them literally.
