@@ -93,6 +93,11 @@ pub async fn break_lock(url: &str, name: &str, yes: bool) -> i32 {
             println!("{}", broken_text(&b, lock.backend_name()));
             0
         }
+        // Its own words: NotHeld's message speaks of a guard.
+        Err(LockError::NotHeld { reason, .. }) => {
+            eprintln!("distlock: {name} on {}: {reason}", lock.backend_name());
+            exit::NOT_HELD
+        }
         Err(e) => {
             eprintln!("distlock: {e}");
             exit::for_operator_error(&e)

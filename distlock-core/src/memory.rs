@@ -3,6 +3,7 @@
 //! Several [`MemoryLock`] clients over one [`MemoryStore`] behave like clients of one lease-based
 //! store: locks expire after `ttl` unless renewed, fencing tokens come from a per-name counter,
 //! and waiters queue in arrival order and are woken on release (and at the holder's expiry).
+//! It lists the unexpired entries and breaks one by removing it and bumping its counter.
 //! It exists to test the guard machinery with paused time and to run the conformance suite
 //! without a server; it does not coordinate between processes.
 
