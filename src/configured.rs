@@ -12,8 +12,9 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use distlock_core::{
-    Access, AcquireOptions, Capabilities, DistributedLock, DistributedRwLock, DistributedSemaphore,
-    Leader, LockError, LockGuard, LockInfo, RwLockInfo, SemaphoreInfo,
+    Access, AcquireOptions, Broken, Capabilities, DistributedLock, DistributedRwLock,
+    DistributedSemaphore, Leader, Listing, LockError, LockGuard, LockInfo, RwLockInfo,
+    SemaphoreInfo,
 };
 
 /// A lock, semaphore or read-write lock (`L`) plus the defaults its configuration gave; every
@@ -117,6 +118,14 @@ impl DistributedLock for Configured<dyn DistributedLock> {
 
     async fn leader(&self, group: &str) -> Result<Option<Leader>, LockError> {
         self.inner.leader(group).await
+    }
+
+    async fn list(&self, prefix: &str, limit: usize) -> Result<Listing, LockError> {
+        self.inner.list(prefix, limit).await
+    }
+
+    async fn break_lock(&self, name: &str) -> Result<Broken, LockError> {
+        self.inner.break_lock(name).await
     }
 }
 

@@ -132,3 +132,24 @@ async fn connect_from_env_honours_ttl_in_the_url() {
     );
     g.release().await.unwrap();
 }
+
+/// A lock wrapped with its URL's defaults still lists and breaks (the wrapper forwards both,
+/// not the trait's `Unsupported` defaults).
+#[tokio::test]
+async fn a_lock_with_url_defaults_lists_and_breaks() {
+    let url = sqlite_url("operator", "ttl=5s&wait=1s");
+    let lock = distlock::connect(&url).await.unwrap();
+    assert!(lock.capabilities().list && lock.capabilities().break_lock);
+    let g = lock
+        .acquire("cfg-operator", &AcquireOptions::new())
+        .await
+        .unwrap();
+    let listing = lock.list("cfg-op", 10).await.unwrap();
+    assert_eq!(listing.locks.len(), 1, "{listing:?}");
+    let broken = lock.break_lock("cfg-operator").await.unwrap();
+    assert_eq!(broken.fencing_token, Some(g.fencing_token()));
+    assert!(matches!(
+        lock.break_lock("cfg-operator").await,
+        Err(LockError::NotHeld { .. })
+    ));
+}

@@ -1,5 +1,5 @@
 //! The `distlock` command line's arguments: `exec` (a distributed flock), `elect` (run while leading),
-//! `leader` (who leads) and `inspect`.
+//! `leader` (who leads), `inspect`, and the operator's `ls` and `break`.
 
 use std::time::Duration;
 
@@ -107,6 +107,53 @@ pub enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// List the locks held now whose name starts with PREFIX: holder identity, fencing token,
+    /// lease left and waiters where the backend reports them (distlock-cli's README says what
+    /// each backend can list). At most LIMIT; a note on stderr when more may be held. Exit 5
+    /// on a backend or mode that cannot list.
+    #[command(after_help = exit::HELP)]
+    Ls {
+        /// Lock URL.
+        #[arg(long, env = "DISTLOCK_URL")]
+        url: String,
+        /// Only names starting with this (default: every name).
+        #[arg(long, default_value = "")]
+        prefix: String,
+        /// The most locks listed.
+        #[arg(long, default_value_t = distlock::DEFAULT_LIST_LIMIT, value_parser = limit)]
+        limit: usize,
+        /// Print one JSON object: backend, prefix, limit, truncated, locks.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Force the lock NAME free, whoever holds it, and advance its fence: the next holder's
+    /// fencing token is higher, so a fenced resource refuses the broken holder's late writes,
+    /// and the broken holder's guard reports the lock lost at its next renewal. For a holder
+    /// that is gone or stuck. Asks on the terminal first unless --yes. Exit 4 when nobody
+    /// holds NAME, 5 on a backend or mode that cannot break safely.
+    #[command(after_help = exit::HELP)]
+    Break {
+        /// Lock URL.
+        #[arg(long, env = "DISTLOCK_URL")]
+        url: String,
+        /// Lock name.
+        #[arg(long)]
+        name: String,
+        /// Break without asking (needed when stdin is not a terminal).
+        #[arg(long)]
+        yes: bool,
+    },
+}
+
+/// `--limit`: 1 to [`distlock::MAX_LIST_LIMIT`].
+fn limit(s: &str) -> Result<usize, String> {
+    let n: usize = s
+        .parse()
+        .map_err(|e| format!("{s:?} is not a count: {e}"))?;
+    if n == 0 || n > distlock::MAX_LIST_LIMIT {
+        return Err(format!("give 1 to {}", distlock::MAX_LIST_LIMIT));
+    }
+    Ok(n)
 }
 
 /// What `exec` and `elect` share: how long to wait, the lease, how CMD is stopped, and CMD.

@@ -3,13 +3,17 @@
 
 use std::sync::Arc;
 
-use distlock::{DistributedLock, LockConfig, LockError};
+use distlock::{DistributedLock, LockConfig, LockError, LockInfo};
 
 use crate::exit;
 
 /// Connects to `url` and runs `op` on the lock: the lock and the answer, or (reported on
-/// stderr) the exit code of the error.
-pub async fn connect_and<T, F, Fut>(url: &str, op: F) -> Result<(Arc<dyn DistributedLock>, T), i32>
+/// stderr) the exit code `code` gives the error.
+pub async fn connect_and<T, F, Fut>(
+    url: &str,
+    code: fn(&LockError) -> i32,
+    op: F,
+) -> Result<(Arc<dyn DistributedLock>, T), i32>
 where
     F: FnOnce(Arc<dyn DistributedLock>) -> Fut,
     Fut: std::future::Future<Output = Result<T, LockError>>,
@@ -20,7 +24,7 @@ where
     };
     res.map_err(|e| {
         eprintln!("distlock: {e}");
-        exit::for_error(&e)
+        code(&e)
     })
 }
 
@@ -104,42 +108,59 @@ pub async fn run(url: &str, name: &str, what: What, json: bool) -> i32 {
 
 /// `inspect` of a mutex.
 async fn lock(url: &str, name: &str, json: bool) -> i32 {
-    let (lock, info) = match connect_and(url, |lock| async move { lock.inspect(name).await }).await
+    let (lock, info) = match connect_and(url, exit::for_error, |lock| async move {
+        lock.inspect(name).await
+    })
+    .await
     {
         Ok(v) => v,
         Err(code) => return code,
     };
     if json {
-        let v = serde_json::json!({
-            "name": name,
-            "backend": lock.backend_name(),
-            "held": info.held,
-            "fencing_token": info.fencing_token,
-            "owner": info.owner,
-            "expires_in_ms": info.expires_in.map(|d| d.as_millis() as u64),
-            "waiters": info.waiters,
-            "holder": info.holder,
-        });
+        let mut v = info_json(&info);
+        v["name"] = name.into();
+        v["backend"] = lock.backend_name().into();
         println!("{v}");
     } else if info.held {
         println!("{name}: held on {}", lock.backend_name());
-        if let Some(t) = info.fencing_token {
-            println!("  fencing token: {t}");
-        }
-        if let Some(o) = &info.owner {
-            println!("  owner: {o}");
-        }
-        if let Some(h) = &info.holder {
-            println!("  holder: {h}");
-        }
-        if let Some(d) = info.expires_in {
-            println!("  lease left: {d:?}");
-        }
-        if let Some(w) = info.waiters {
-            println!("  waiters: {w}");
+        for line in info_lines(&info) {
+            println!("  {line}");
         }
     } else {
         println!("{name}: free on {}", lock.backend_name());
     }
     0
+}
+
+/// A lock's state as JSON (`inspect --json`, each lock of `ls --json`).
+pub fn info_json(info: &LockInfo) -> serde_json::Value {
+    serde_json::json!({
+        "held": info.held,
+        "fencing_token": info.fencing_token,
+        "owner": info.owner,
+        "expires_in_ms": info.expires_in.map(|d| d.as_millis() as u64),
+        "waiters": info.waiters,
+        "holder": info.holder,
+    })
+}
+
+/// What the store told of a held lock, one `field: value` line each.
+pub fn info_lines(info: &LockInfo) -> Vec<String> {
+    let mut lines = Vec::new();
+    if let Some(t) = info.fencing_token {
+        lines.push(format!("fencing token: {t}"));
+    }
+    if let Some(o) = &info.owner {
+        lines.push(format!("owner: {o}"));
+    }
+    if let Some(h) = &info.holder {
+        lines.push(format!("holder: {h}"));
+    }
+    if let Some(d) = info.expires_in {
+        lines.push(format!("lease left: {d:?}"));
+    }
+    if let Some(w) = info.waiters {
+        lines.push(format!("waiters: {w}"));
+    }
+    lines
 }

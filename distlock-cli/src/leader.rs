@@ -18,11 +18,14 @@ pub fn default_identity() -> String {
 
 /// Runs `leader`; returns the process exit code.
 pub async fn run(url: &str, group: &str, json: bool) -> i32 {
-    let (lock, leader) =
-        match connect_and(url, |lock| async move { lock.leader(group).await }).await {
-            Ok(v) => v,
-            Err(code) => return code,
-        };
+    let (lock, leader) = match connect_and(url, exit::for_error, |lock| async move {
+        lock.leader(group).await
+    })
+    .await
+    {
+        Ok(v) => v,
+        Err(code) => return code,
+    };
     if json {
         let v = serde_json::json!({
             "group": group,

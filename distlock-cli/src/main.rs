@@ -11,6 +11,7 @@ mod exit;
 mod inspect;
 mod leader;
 mod logs;
+mod operator;
 
 use clap::Parser;
 
@@ -90,6 +91,13 @@ fn main() {
                 };
                 inspect::run(&url, &name, what, json).await
             }
+            args::Cmd::Ls {
+                url,
+                prefix,
+                limit,
+                json,
+            } => operator::ls(&url, &prefix, limit, json).await,
+            args::Cmd::Break { url, name, yes } => operator::break_lock(&url, &name, yes).await,
         }
     });
     std::process::exit(code);

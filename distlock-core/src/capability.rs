@@ -54,6 +54,12 @@ pub struct Capabilities {
     /// [`crate::DistributedLock::leader`] can name a leader. `false`: `leader` answers
     /// [`crate::LockError::Unsupported`] (elections still work; observers cannot see who leads).
     pub holder_identity: bool,
+    /// [`crate::DistributedLock::list`] names the locks held now (`false`: it answers
+    /// [`crate::LockError::Unsupported`]).
+    pub list: bool,
+    /// [`crate::DistributedLock::break_lock`] can force a holder out safely (`false`: it answers
+    /// [`crate::LockError::Unsupported`]).
+    pub break_lock: bool,
 }
 
 impl Capabilities {
@@ -67,6 +73,8 @@ impl Capabilities {
             queue_length: false,
             stall_tolerance: None,
             holder_identity: false,
+            list: false,
+            break_lock: false,
         }
     }
 
@@ -80,6 +88,8 @@ impl Capabilities {
             queue_length: false,
             stall_tolerance: None,
             holder_identity: false,
+            list: false,
+            break_lock: false,
         }
     }
 
@@ -92,6 +102,13 @@ impl Capabilities {
     /// Sets `holder_identity`.
     pub const fn with_holder_identity(mut self, yes: bool) -> Self {
         self.holder_identity = yes;
+        self
+    }
+
+    /// Sets `list` and `break_lock`.
+    pub const fn with_operator(mut self, list: bool, break_lock: bool) -> Self {
+        self.list = list;
+        self.break_lock = break_lock;
         self
     }
 

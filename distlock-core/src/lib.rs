@@ -6,7 +6,7 @@
 //!   [`lost`](LockGuard::lost) signal, background lease renewal, `extend`, and release on drop.
 //! * [`LockError`]: one error type for every backend.
 //! * [`AcquireOptions`], [`Capabilities`], [`LockInfo`], [`SecretUrl`]: what a caller passes
-//!   and reads.
+//!   and reads; [`Listing`] and [`Broken`] ([`operator`]): what `list` and `break_lock` answer.
 //! * [`LockExt`] ([`recipes`]): work that stops when its lock is lost (`run_locked`) and
 //!   several locks all-or-nothing without deadlock (`acquire_all` → [`MultiGuard`]), on every
 //!   backend; leader election ([`elect`] → [`Leadership`], [`DistributedLock::leader`] for
@@ -39,6 +39,7 @@ pub mod leader;
 pub mod lock;
 pub mod memory;
 pub mod metrics;
+pub mod operator;
 pub mod options;
 pub mod permits;
 pub mod recipes;
@@ -58,6 +59,7 @@ pub use guard::{LockContext, LockGuard};
 pub use info::{Access, LockInfo, RwLockInfo, SemaphoreInfo};
 pub use leader::Leader;
 pub use lock::DistributedLock;
+pub use operator::{Broken, Listed, Listing};
 pub use options::{validate_identity, MAX_IDENTITY_BYTES};
 pub use options::{AcquireOptions, DEFAULT_TTL};
 pub use recipes::{elect, elect_with, Leadership, LockExt, MultiGuard};

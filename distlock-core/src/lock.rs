@@ -7,6 +7,7 @@ use tracing::Instrument;
 
 use crate::backend::{attempt, name, Attempt, LockBackend};
 use crate::leader::{leader_by_inspect, Leader};
+use crate::operator::{cannot_break, cannot_list, validate_listing, Broken, Listing};
 use crate::{AcquireOptions, Capabilities, LockError, LockGuard, LockInfo};
 
 /// A distributed mutual-exclusion lock service: one client of one store.
@@ -132,6 +133,47 @@ pub trait DistributedLock: Send + Sync + Debug + 'static {
         )
         .await
     }
+
+    /// The names currently held that start with `prefix` (empty: every name), each with what
+    /// [`DistributedLock::inspect`] would report, at most `limit` of them; [`Listing::truncated`]
+    /// says when more may be held. For operators (`distlock ls`): a snapshot, not a guarantee.
+    /// [`Capabilities::list`] tells whether the backend lists; each backend's docs say what it
+    /// reads and how it bounds the read.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidName`] for a prefix no name can start with,
+    /// [`LockError::InvalidConfig`] for a `limit` of 0 or above
+    /// [`crate::operator::MAX_LIST_LIMIT`]; [`LockError::Unsupported`] (the default) where the
+    /// store cannot tell which names are held; store errors otherwise.
+    async fn list(&self, prefix: &str, limit: usize) -> Result<Listing, LockError> {
+        let _ = (prefix, limit);
+        Err(cannot_list(
+            self.backend_name(),
+            "not implemented by this lock",
+        ))
+    }
+
+    /// An operator's forced release of `name`, whoever holds it: frees the name and advances
+    /// its fence, so the next holder's fencing token is higher than the broken holder's (and a
+    /// fenced resource refuses the broken holder's writes once the next holder wrote). The
+    /// broken holder's guard reports itself lost at its next renewal at the latest. Returns the
+    /// broken holder's token, owner and identity.
+    ///
+    /// Only for a holder that is gone or stuck: a live holder keeps working until its guard
+    /// notices, and only fencing stops its writes. [`Capabilities::break_lock`] tells whether
+    /// the backend can break safely.
+    ///
+    /// # Errors
+    /// [`LockError::NotHeld`] when nobody holds `name`; [`LockError::InvalidName`];
+    /// [`LockError::Unsupported`] (the default) where the store offers no safe way;
+    /// store errors otherwise.
+    async fn break_lock(&self, name: &str) -> Result<Broken, LockError> {
+        let _ = name;
+        Err(cannot_break(
+            self.backend_name(),
+            "not implemented by this lock",
+        ))
+    }
 }
 
 /// Every backend's user-facing methods, written once: validation, the tracing span, the
@@ -209,6 +251,28 @@ impl<B: LockBackend> DistributedLock for B {
     async fn leader(&self, group: &str) -> Result<Option<Leader>, LockError> {
         name::validate(group)?;
         LockBackend::leader(self, group).await
+    }
+
+    async fn list(&self, prefix: &str, limit: usize) -> Result<Listing, LockError> {
+        validate_listing(prefix, limit)?;
+        let span = tracing::debug_span!("list", backend = %self.backend_name(), prefix = %prefix);
+        LockBackend::list(self, prefix, limit)
+            .instrument(span)
+            .await
+    }
+
+    async fn break_lock(&self, name: &str) -> Result<Broken, LockError> {
+        name::validate(name)?;
+        let span = tracing::info_span!("break", backend = %self.backend_name(), name = %name);
+        let broken = LockBackend::break_lock(self, name).instrument(span).await?;
+        tracing::info!(
+            backend = %self.backend_name(),
+            name = %name,
+            fencing_token = ?broken.fencing_token,
+            holder = ?broken.holder,
+            "lock broken by an operator"
+        );
+        Ok(broken)
     }
 }
 

@@ -3,6 +3,7 @@
 //! Several [`MemoryLock`] clients over one [`MemoryStore`] behave like clients of one lease-based
 //! store: locks expire after `ttl` unless renewed, fencing tokens come from a per-name counter,
 //! and waiters queue in arrival order and are woken on release (and at the holder's expiry).
+//! It lists the unexpired entries and breaks one by removing it and bumping its counter.
 //! It exists to test the guard machinery with paused time and to run the conformance suite
 //! without a server; it does not coordinate between processes.
 
@@ -16,6 +17,7 @@ use tokio::time::Instant;
 
 use crate::backend::local_queue::{self, LocalQueue};
 use crate::backend::{Attempt, Deadline, GuardParts, Lease, LockBackend, LostSignal};
+use crate::operator::{nobody_holds, Broken, Listed, Listing};
 use crate::{AcquireOptions, Capabilities, LockError, LockGuard, LockInfo, Wakeup};
 
 const BACKEND: &str = "memory";
@@ -26,6 +28,21 @@ struct Entry {
     token: u64,
     expires: Instant,
     holder: Option<String>,
+}
+
+impl Entry {
+    /// What `inspect` reports of this entry at `now`: `None` once it expired.
+    fn info(&self, now: Instant) -> Option<LockInfo> {
+        (self.expires > now).then(|| {
+            LockInfo::held(
+                Some(self.token),
+                Some(self.owner.to_string()),
+                Some(self.expires - now),
+                None,
+            )
+            .with_holder(self.holder.clone())
+        })
+    }
 }
 
 #[derive(Debug, Default)]
@@ -240,7 +257,9 @@ impl LockBackend for MemoryLock {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::leased(Wakeup::Notify, false).with_holder_identity(true)
+        Capabilities::leased(Wakeup::Notify, false)
+            .with_holder_identity(true)
+            .with_operator(true, true)
     }
 
     fn backend_name(&self) -> &str {
@@ -250,16 +269,41 @@ impl LockBackend for MemoryLock {
     async fn inspect(&self, name: &str) -> Result<LockInfo, LockError> {
         let s = self.store.lock_state();
         let now = Instant::now();
-        Ok(match s.held.get(name) {
-            Some(e) if e.expires > now => LockInfo::held(
-                Some(e.token),
-                Some(e.owner.to_string()),
-                Some(e.expires - now),
-                None,
-            )
-            .with_holder(e.holder.clone()),
-            _ => LockInfo::free(),
-        })
+        Ok(s.held
+            .get(name)
+            .and_then(|e| e.info(now))
+            .unwrap_or_else(LockInfo::free))
+    }
+
+    /// Every unexpired entry whose name starts with `prefix`.
+    async fn list(&self, prefix: &str, limit: usize) -> Result<Listing, LockError> {
+        let s = self.store.lock_state();
+        let now = Instant::now();
+        let found = s
+            .held
+            .iter()
+            .filter(|(name, _)| name.starts_with(prefix))
+            .filter_map(|(name, e)| Some(Listed::new(name.clone(), e.info(now)?)))
+            .collect();
+        Ok(Listing::page(found, limit, false))
+    }
+
+    /// Removes the unexpired entry and bumps the name's counter past its token, at once.
+    async fn break_lock(&self, name: &str) -> Result<Broken, LockError> {
+        let broken = {
+            let mut s = self.store.lock_state();
+            let now = Instant::now();
+            match s.held.remove(name) {
+                Some(e) if e.expires > now => {
+                    let counter = s.counters.entry(name.to_owned()).or_insert(0);
+                    *counter = (*counter).max(e.token) + 1;
+                    Broken::new(name, Some(e.token)).with_owner(Some(e.owner.to_string()), e.holder)
+                }
+                _ => return Err(nobody_holds(name, BACKEND)),
+            }
+        };
+        LocalQueue::wake(&self.store.queue_key(name));
+        Ok(broken)
     }
 }
 

@@ -149,3 +149,70 @@ mod permits {
         distlock_core::rwlock_suite!(super::Permits(super::PermitStore::new()));
     }
 }
+
+/// `list` and `break_lock` on the reference backend, with a fenced file as the resource.
+mod operator {
+    use distlock_core::conformance::{self, fence::file_register};
+
+    use super::*;
+
+    fn harness() -> MemoryHarness {
+        MemoryHarness {
+            store: MemoryStore::new(),
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_broken_holder_is_fenced_out() {
+        let dir = std::env::temp_dir().join(format!(
+            "distlock-break-{}",
+            distlock_core::backend::owner_token()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (write, read) = file_register(dir.join("register"));
+        conformance::a_broken_holder_is_fenced_out(&harness(), write, read).await;
+    }
+
+    #[tokio::test]
+    async fn a_listing_shows_the_holder() {
+        conformance::a_listing_shows_the_holder(&harness()).await;
+    }
+
+    #[tokio::test]
+    async fn a_listing_is_bounded() {
+        conformance::a_listing_is_bounded(&harness()).await;
+    }
+
+    /// Bad input is a typed error before any backend is asked.
+    #[tokio::test]
+    async fn bad_prefixes_limits_and_names_are_typed_errors() {
+        let lock: Arc<dyn DistributedLock> = harness().store.client();
+        assert!(matches!(
+            lock.list("a\0", 10).await,
+            Err(LockError::InvalidName { .. })
+        ));
+        assert!(matches!(
+            lock.list("a", 0).await,
+            Err(LockError::InvalidConfig(_))
+        ));
+        assert!(matches!(
+            lock.break_lock("").await,
+            Err(LockError::InvalidName { .. })
+        ));
+    }
+
+    /// A backend without `list`/`break_lock` refuses both, by the trait's defaults.
+    #[tokio::test]
+    async fn a_backend_without_them_refuses_both() {
+        let h = harness();
+        let lock: Arc<dyn DistributedLock> = Arc::new(OneKeyForAll(h.store.client()));
+        assert!(matches!(
+            lock.list("", 10).await,
+            Err(LockError::Unsupported { .. })
+        ));
+        assert!(matches!(
+            lock.break_lock("x").await,
+            Err(LockError::Unsupported { .. })
+        ));
+    }
+}

@@ -8,7 +8,8 @@ use async_trait::async_trait;
 use distlock_core::backend::credentials::TlsFiles;
 use distlock_core::backend::{Attempt, Deadline, GuardParts, LockBackend, LostSignal};
 use distlock_core::{
-    AcquireOptions, Capabilities, DistributedLock, LockError, LockGuard, LockInfo, Wakeup,
+    AcquireOptions, Broken, Capabilities, DistributedLock, Listing, LockError, LockGuard, LockInfo,
+    Wakeup,
 };
 use etcd_client::{Certificate, Identity, SortOrder, TlsOptions};
 use tokio::time::Instant;
@@ -277,6 +278,7 @@ impl LockBackend for EtcdLock {
         Capabilities::leased(Wakeup::Watch, true)
             .with_queue_length(true)
             .with_holder_identity(true)
+            .with_operator(true, true)
     }
 
     fn backend_name(&self) -> &str {
@@ -318,6 +320,18 @@ impl LockBackend for EtcdLock {
             Some(usize::try_from(count.saturating_sub(1)).unwrap_or(0)),
         )
         .with_holder(identity))
+    }
+
+    /// See `operator.rs`.
+    async fn list(&self, prefix: &str, limit: usize) -> Result<Listing, LockError> {
+        let at = (self.cfg.prefix.as_str(), self.label.as_str());
+        crate::operator::list(&self.members, at, prefix, limit).await
+    }
+
+    /// See `operator.rs`.
+    async fn break_lock(&self, name: &str) -> Result<Broken, LockError> {
+        let at = (self.cfg.prefix.as_str(), self.label.as_str());
+        crate::operator::break_lock(&self.members, at, name).await
     }
 }
 

@@ -70,6 +70,55 @@ impl LockKeys {
     pub fn contender(&self, lease: i64) -> String {
         format!("{}{lease:x}", self.range)
     }
+
+    /// What every contender key of every name that starts with `name_prefix` starts with
+    /// (escaping is character by character, so it keeps prefixes).
+    ///
+    /// ```
+    /// use distlock_etcd::key::LockKeys;
+    /// assert_eq!(LockKeys::names_from("app", "jobs/"), "app/jobs%2F");
+    /// assert_eq!(LockKeys::names_from("", ""), "");
+    /// ```
+    pub fn names_from(prefix: &str, name_prefix: &str) -> String {
+        let mut range = Self::new(prefix, name_prefix).range;
+        range.pop();
+        range
+    }
+
+    /// The lock name and lease of a mutex contender's key under `prefix`; `None` for any other
+    /// key (another primitive's, whose segment holds a `%` that is no escape; another
+    /// application's; a lease not written as `contender` writes it).
+    ///
+    /// ```
+    /// use distlock_etcd::key::LockKeys;
+    /// let key = LockKeys::new("app", "a/b%").contender(0x1f);
+    /// assert_eq!(LockKeys::parse("app", &key), Some(("a/b%".to_owned(), 0x1f)));
+    /// assert_eq!(LockKeys::parse("app", "app/jobs%sem/lock/1f"), None);
+    /// ```
+    pub fn parse(prefix: &str, key: &str) -> Option<(String, i64)> {
+        let rest = match prefix {
+            "" => key,
+            p => key.strip_prefix(p)?.strip_prefix('/')?,
+        };
+        let (segment, lease) = rest.split_once('/')?;
+        let id = i64::from_str_radix(lease, 16).ok()?;
+        if id <= 0 || format!("{id:x}") != lease {
+            return None;
+        }
+        let mut name = String::with_capacity(segment.len());
+        let mut chars = segment.chars();
+        while let Some(c) = chars.next() {
+            name.push(match c {
+                '%' => match (chars.next(), chars.next()) {
+                    (Some('2'), Some('5')) => '%',
+                    (Some('2'), Some('F')) => '/',
+                    _ => return None,
+                },
+                c => c,
+            });
+        }
+        Some((name, id))
+    }
 }
 
 #[cfg(test)]
@@ -85,6 +134,25 @@ mod tests {
                 let key_of_y = ky.contender(0x1f);
                 assert_eq!(key_of_y.starts_with(&kx.range), x == y, "{x:?} vs {y:?}");
             }
+        }
+    }
+
+    #[test]
+    fn contender_keys_parse_back_to_their_name_and_lease() {
+        for prefix in ["", "p", "a/b"] {
+            for name in ["a", "a/b", "a%2Fb", "a%", "/", "é x"] {
+                let key = LockKeys::new(prefix, name).contender(0xabc);
+                assert_eq!(
+                    LockKeys::parse(prefix, &key),
+                    Some((name.to_owned(), 0xabc)),
+                    "{key}"
+                );
+                let other = LockKeys::tagged(prefix, name, "sem", "lock/").contender(0xabc);
+                assert_eq!(LockKeys::parse(prefix, &other), None, "{other}");
+            }
+        }
+        for not_ours in ["x", "x/", "x/0abc", "x/ABC", "x/-1", "x/y/1f", "x%zz/1f"] {
+            assert_eq!(LockKeys::parse("", not_ours), None, "{not_ours}");
         }
     }
 

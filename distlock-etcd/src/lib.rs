@@ -65,6 +65,14 @@
 //!   requests instead of answering from stale state, so a partitioned holder's keep-alives fail
 //!   and its guard is reported lost when the lease runs out, no later than the server expires it.
 //!
+//! # Listing and breaking locks (operators)
+//! `list` reads the contender keys under the name prefix in key order (bounded in pages; a
+//! read cut short is marked truncated), counting only keys shaped as contenders and attached
+//! to the lease they name; each name is held by its oldest key (token, identity, lease time
+//! to live), the others wait. `break_lock` deletes the holder's key if it is still the one
+//! read: the broken guard's watch reports it lost at once, and the next holder's key, younger,
+//! has a higher create revision (`operator.rs`).
+//!
 //! # Layout
 //! * `backend.rs`: [`EtcdLock`] — connect, the acquisition and the one `LockBackend` impl.
 //! * `contender.rs`: one acquisition's lease and key, the enqueue transaction.
@@ -74,6 +82,7 @@
 //! * `queue.rs`: waiting for our turn (a predecessor's deletion, or a count).
 //! * `watch.rs`: the held key's deletion watcher behind `lost()`.
 //! * `lease.rs`: the store side of a guard (keep-alive, release).
+//! * `operator.rs`: `list` and `break_lock` (`distlock ls`, `distlock break`).
 //! * `members.rs`: one connection per member, failover between them.
 //! * [`key`]: names to keys; `config.rs`: [`EtcdConfig`] from a URL; `error.rs`: etcd-client
 //!   errors to [`distlock_core::LockError`].
@@ -92,6 +101,7 @@ pub mod key;
 mod lease;
 mod lease_pool;
 mod members;
+mod operator;
 mod permits;
 mod queue;
 mod watch;

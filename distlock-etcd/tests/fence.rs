@@ -5,39 +5,13 @@
 
 mod support;
 
-use distlock_core::conformance::fence::{a_stalled_holders_write_is_refused, Read, Write};
+use distlock_core::conformance::fence::a_stalled_holders_write_is_refused;
 use distlock_etcd::fence;
-use futures::FutureExt;
 use support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_holders_put_is_refused() {
-    let url = single_url();
-    let key = unique("fence-reg");
-    let write: Write = Box::new({
-        let (url, key) = (url.clone(), key.clone());
-        move |token, body| {
-            let (url, key) = (url.clone(), key.clone());
-            async move {
-                let mut client = raw(&url).await;
-                fence::put(&mut client, &key, body, token)
-                    .await
-                    .map_err(|e| e.map_store(|e| e.to_string()))
-            }
-            .boxed()
-        }
-    });
-    let read: Read = Box::new({
-        let (url, key) = (url.clone(), key.clone());
-        move || {
-            let (url, key) = (url.clone(), key.clone());
-            async move {
-                let got = raw(&url).await.get(key, None).await.unwrap();
-                String::from_utf8(got.kvs()[0].value().to_vec()).unwrap()
-            }
-            .boxed()
-        }
-    });
+    let (write, read) = fenced_register(&single_url(), "fence-reg");
     a_stalled_holders_write_is_refused(&EtcdHarness::single(), &unique("fence-lock"), write, read)
         .await;
 }

@@ -7,7 +7,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use distlock_core::backend::{owner_token, Attempt, LockBackend, Share};
 use distlock_core::{
-    AcquireOptions, Capabilities, DistributedLock, LockError, LockGuard, LockInfo, Wakeup,
+    AcquireOptions, Broken, Capabilities, DistributedLock, Listing, LockError, LockGuard, LockInfo,
+    Wakeup,
 };
 use futures::future::join_all;
 
@@ -15,7 +16,7 @@ use crate::acquire::{acquire, Rounds};
 use crate::config::{RedisConfig, Topology};
 use crate::error::map;
 use crate::keys::Keys;
-use crate::node::{Node, Peek};
+use crate::node::{Foreign, Node, Peek};
 use crate::redlock::Redlock;
 use crate::single::Single;
 use crate::subscriber::Subscriber;
@@ -146,6 +147,7 @@ impl LockBackend for RedisLock {
         Capabilities::leased(Wakeup::Notify, true)
             .with_queue_length(self.single())
             .with_holder_identity(true)
+            .with_operator(true, true)
     }
 
     fn backend_name(&self) -> &str {
@@ -154,28 +156,56 @@ impl LockBackend for RedisLock {
 
     async fn inspect(&self, name: &str) -> Result<LockInfo, LockError> {
         let keys = Keys::new(&self.cfg.prefix, name);
+        self.quorum_view(&keys, name)
+            .await?
+            .map_err(|f| LockError::backend(&self.label, Some(name), f.describe(&keys), None))
+    }
+
+    /// See `operator.rs`.
+    async fn list(&self, prefix: &str, limit: usize) -> Result<Listing, LockError> {
+        crate::operator::list(self, prefix, limit).await
+    }
+
+    /// See `operator.rs`.
+    async fn break_lock(&self, name: &str) -> Result<Broken, LockError> {
+        crate::operator::break_lock(self, name).await
+    }
+}
+
+impl RedisLock {
+    /// Every server (one for a single instance).
+    pub(crate) fn nodes(&self) -> &[Node] {
+        self.store.nodes()
+    }
+
+    /// The holder that a quorum of nodes names (the one node of a single instance), as
+    /// `inspect` reports it, or the foreign data a node found at one of the lock's keys.
+    pub(crate) async fn quorum_view(
+        &self,
+        keys: &Keys,
+        name: &str,
+    ) -> Result<Result<LockInfo, Foreign>, LockError> {
         let t = self.cfg.timeout;
         let peeks = join_all(
             self.store
                 .nodes()
                 .iter()
-                .map(|n| tokio::time::timeout(t, n.peek(&keys))),
+                .map(|n| tokio::time::timeout(t, n.peek(keys))),
         )
         .await;
         // Per holder token: how many nodes name it, and the last of their views.
         let mut holders = std::collections::HashMap::<String, (usize, Peek)>::new();
         for p in peeks.into_iter().flatten() {
-            let p = p
-                .map_err(|e| map(e, &self.label, Some(name)))?
-                .map_err(|f| {
-                    LockError::backend(&self.label, Some(name), f.describe(&keys), None)
-                })?;
+            let p = match p.map_err(|e| map(e, &self.label, Some(name)))? {
+                Ok(p) => p,
+                Err(f) => return Ok(Err(f)),
+            };
             if let Some(owner) = p.owner.clone() {
                 let seen = holders.entry(owner).or_insert((0, p.clone()));
                 *seen = (seen.0 + 1, p);
             }
         }
-        Ok(
+        Ok(Ok(
             match holders.into_values().find(|(n, _)| *n >= self.cfg.quorum()) {
                 Some((_, p)) => {
                     let (owner, holder) = p.owner.map(crate::holder::split).unzip();
@@ -189,7 +219,7 @@ impl LockBackend for RedisLock {
                 }
                 None => LockInfo::free(),
             },
-        )
+        ))
     }
 }
 

@@ -69,6 +69,14 @@
 //! (`<token>\n<identity>`, see `holder`), so `inspect` and `leader` report it with no key of
 //! its own and every token check unchanged.
 //!
+//! # Listing and breaking locks (operators)
+//! `list` scans each server's string keys under the prefix (bounded in steps, time and names;
+//! a listing cut short is marked truncated) and lists a name only when a quorum names its
+//! holder and distlock's fencing counter sits beside its key. `break_lock` runs one script per
+//! server that deletes the lock key whoever holds it and raises the counter past the holder's
+//! token; Redlock reports it broken once a quorum took it. The broken holder's next renewal is
+//! refused and its guard lost (`operator.rs`).
+//!
 //! # Logs
 //! `tracing` events, never with a password or URL (servers appear as `host:port`): `warn` for
 //! a Redlock round or a connect that too few masters answered, an unusable or unchecked
@@ -85,6 +93,7 @@
 //! * `redlock.rs`: the Redlock round — concurrent requests, quorum, validity
 //!   (`ttl − elapsed − drift`), undo; `redlock/fence.rs`: its fencing token and write-back.
 //! * `lease.rs`: renewal and release of a held lock (one node, or a quorum).
+//! * `operator.rs`: `list` and `break_lock` (`distlock ls`, `distlock break`); `lua/break.lua`.
 //! * `node.rs`: one server and the script calls made on it; `scripts.rs` and `lua/`: the
 //!   scripts; `keys.rs`: how names become keys; `subscriber.rs`: the pub/sub connection.
 //! * `permits/`: the semaphore and read-write lock on a single instance ([`connect_semaphore`],
@@ -104,6 +113,7 @@ mod holder;
 mod keys;
 mod lease;
 mod node;
+mod operator;
 mod permits;
 mod quorum;
 pub use permits::{connect_rwlock, connect_semaphore};

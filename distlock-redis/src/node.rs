@@ -13,7 +13,7 @@ use crate::config::{EvictionCheck, RedisConfig};
 use crate::error::map;
 use crate::eviction::{self, Policy};
 use crate::keys::Keys;
-use crate::scripts::{ACQUIRE, ALL, EXTEND, FENCE_WRITEBACK, LEAVE, PEEK, RELEASE};
+use crate::scripts::{ACQUIRE, ALL, BREAK, EXTEND, FENCE_WRITEBACK, LEAVE, PEEK, RELEASE};
 
 /// The outcome of one acquire script run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -467,6 +467,63 @@ impl Node {
             counter: text(items.get(2)).and_then(|c| c.parse().ok()),
             queued: items.get(3).map(int).unwrap_or(0),
         }))
+    }
+}
+
+/// What [`Node::force_release`] took: the holder's value and token.
+#[derive(Debug, Clone)]
+pub(crate) struct Taken {
+    /// The lock key's value (owner token, and identity after a newline).
+    pub value: String,
+    /// The holder's fencing token (this node's counter).
+    pub token: u64,
+}
+
+impl Node {
+    /// An operator's forced release (`lua/break.lua`): what it took, `None` when nobody held
+    /// the lock here.
+    pub(crate) async fn force_release(
+        &self,
+        keys: &Keys,
+    ) -> RedisResult<Result<Option<Taken>, Foreign>> {
+        let mut c = self.conn.clone();
+        let reply: Value = BREAK
+            .key(&keys.lock)
+            .key(&keys.fence)
+            .key(&keys.queue)
+            .key(&keys.qexp)
+            .arg(&keys.channel)
+            .invoke_async(&mut c)
+            .await?;
+        let items = match reply_items(reply) {
+            Ok(items) => items,
+            Err(f) => return Ok(Err(f)),
+        };
+        Ok(Ok((items.first().map(int) == Some(1)).then(|| Taken {
+            value: text(items.get(1)).unwrap_or_default(),
+            token: text(items.get(2)).and_then(|t| t.parse().ok()).unwrap_or(0),
+        })))
+    }
+
+    /// One `SCAN` step over the string keys matching `pattern`: the next cursor (0: done) and
+    /// the keys.
+    pub(crate) async fn scan(
+        &self,
+        cursor: u64,
+        pattern: &str,
+        count: usize,
+    ) -> RedisResult<(u64, Vec<Vec<u8>>)> {
+        let mut c = self.conn.clone();
+        redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(pattern)
+            .arg("COUNT")
+            .arg(count)
+            .arg("TYPE")
+            .arg("string")
+            .query_async(&mut c)
+            .await
     }
 }
 

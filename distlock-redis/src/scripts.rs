@@ -20,6 +20,7 @@ const EXTEND_LUA: &str = with_prelude!("lua/extend.lua");
 const LEAVE_LUA: &str = with_prelude!("lua/leave.lua");
 const FENCE_WRITEBACK_LUA: &str = with_prelude!("lua/fence_writeback.lua");
 const PEEK_LUA: &str = with_prelude!("lua/peek.lua");
+const BREAK_LUA: &str = with_prelude!("lua/break.lua");
 
 /// A semaphore or read-write lock script's source, with `prelude.lua` and
 /// `permit_prelude.lua` in front of it.
@@ -52,6 +53,8 @@ pub(crate) static FENCE_WRITEBACK: LazyLock<Script> =
     LazyLock::new(|| Script::new(FENCE_WRITEBACK_LUA));
 /// Read a lock's state (`inspect`).
 pub(crate) static PEEK: LazyLock<Script> = LazyLock::new(|| Script::new(PEEK_LUA));
+/// An operator's forced release (`distlock break`).
+pub(crate) static BREAK: LazyLock<Script> = LazyLock::new(|| Script::new(BREAK_LUA));
 
 /// Semaphore / read-write lock: admit a member, or queue it.
 pub(crate) static PERMIT_ACQUIRE: LazyLock<Script> =
@@ -68,13 +71,14 @@ pub(crate) static PERMIT_LEAVE: LazyLock<Script> = LazyLock::new(|| Script::new(
 pub(crate) static PERMIT_PEEK: LazyLock<Script> = LazyLock::new(|| Script::new(PERMIT_PEEK_LUA));
 
 /// Every script's source, for loading them all in one round trip at connect.
-pub(crate) const ALL: [&str; 11] = [
+pub(crate) const ALL: [&str; 12] = [
     ACQUIRE_LUA,
     RELEASE_LUA,
     EXTEND_LUA,
     LEAVE_LUA,
     FENCE_WRITEBACK_LUA,
     PEEK_LUA,
+    BREAK_LUA,
     PERMIT_ACQUIRE_LUA,
     PERMIT_RELEASE_LUA,
     PERMIT_EXTEND_LUA,

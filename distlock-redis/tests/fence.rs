@@ -5,36 +5,14 @@
 
 mod support;
 
-use distlock_core::conformance::fence::{a_stalled_holders_write_is_refused, Read, Write};
+use distlock_core::conformance::fence::a_stalled_holders_write_is_refused;
 use distlock_redis::fence;
-use futures::FutureExt;
 use support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_holders_set_is_refused() {
-    let url = single_url();
-    let port = ports(&url)[0];
-    let key = format!("fence-reg-{}", distlock_core::backend::owner_token());
-    let write: Write = Box::new({
-        let key = key.clone();
-        move |token, body| {
-            let key = key.clone();
-            async move {
-                let mut conn = raw(port).await;
-                fence::set(&mut conn, &key, body, token)
-                    .await
-                    .map_err(|e| e.map_store(|e| e.to_string()))
-            }
-            .boxed()
-        }
-    });
-    let read: Read = Box::new({
-        let key = key.clone();
-        move || {
-            let key = key.clone();
-            async move { run::<String>(port, redis::cmd("GET").arg(&key)).await }.boxed()
-        }
-    });
+    let port = ports(&single_url())[0];
+    let (key, write, read) = fenced_register(port);
     let h = RedisHarness::single();
     let name = format!("fence-lock-{}", distlock_core::backend::owner_token());
     a_stalled_holders_write_is_refused(&h, &name, write, read).await;

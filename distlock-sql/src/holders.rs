@@ -29,8 +29,8 @@ pub(crate) struct HolderStatements {
     /// Records `(name, fence, holder)`, replacing the name's record of a lower token only (a
     /// late record of an earlier holder never overwrites a later one's).
     record: String,
-    /// The holder recorded for `(name, fence)`.
-    lookup: String,
+    /// The name's record: `(fence, holder)`.
+    recorded: String,
 }
 
 impl HolderStatements {
@@ -40,19 +40,19 @@ impl HolderStatements {
             Dialect::Postgres => HolderStatements {
                 create: format!("CREATE TABLE IF NOT EXISTS {h} (name TEXT PRIMARY KEY, fence BIGINT NOT NULL, holder TEXT NOT NULL)"),
                 record: format!("INSERT INTO {h} (name, fence, holder) VALUES ($1, $2, $3) ON CONFLICT (name) DO UPDATE SET fence = EXCLUDED.fence, holder = EXCLUDED.holder WHERE {h}.fence < EXCLUDED.fence"),
-                lookup: format!("SELECT holder FROM {h} WHERE name = $1 AND fence = $2"),
+                recorded: format!("SELECT fence, holder FROM {h} WHERE name = $1"),
             },
             // Names as VARBINARY like the lock table (never case- or space-folded); identities
             // are at most 128 bytes of UTF-8.
             Dialect::MySql => HolderStatements {
                 create: format!("CREATE TABLE IF NOT EXISTS {h} (name VARBINARY(1024) NOT NULL PRIMARY KEY, fence BIGINT NOT NULL, holder VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL) ENGINE=InnoDB"),
                 record: format!("INSERT INTO {h} (name, fence, holder) VALUES (?, ?, ?) ON DUPLICATE KEY UPDATE holder = IF(VALUES(fence) > fence, VALUES(holder), holder), fence = GREATEST(fence, VALUES(fence))"),
-                lookup: format!("SELECT holder FROM {h} WHERE name = ? AND fence = ?"),
+                recorded: format!("SELECT fence, holder FROM {h} WHERE name = ?"),
             },
             Dialect::Sqlite => HolderStatements {
                 create: format!("CREATE TABLE IF NOT EXISTS {h} (name TEXT PRIMARY KEY NOT NULL, fence INTEGER NOT NULL, holder TEXT NOT NULL)"),
                 record: format!("INSERT INTO {h} (name, fence, holder) VALUES (?1, ?2, ?3) ON CONFLICT (name) DO UPDATE SET fence = excluded.fence, holder = excluded.holder WHERE {h}.fence < excluded.fence"),
-                lookup: format!("SELECT holder FROM {h} WHERE name = ?1 AND fence = ?2"),
+                recorded: format!("SELECT fence, holder FROM {h} WHERE name = ?1"),
             },
         }
     }
@@ -98,19 +98,31 @@ impl HolderStatements {
         name: &str,
         fence: u64,
     ) -> Result<Option<String>, LockError> {
-        let row = sqlx::query(AssertSqlSafe(self.lookup.as_str()))
+        let recorded = self.recorded(pool, label, name).await?;
+        Ok(recorded.and_then(|(f, holder)| (f == fence).then_some(holder)))
+    }
+
+    /// The name's record, whichever acquisition wrote it: its token and holder.
+    pub(crate) async fn recorded(
+        &self,
+        pool: &AnyPool,
+        label: &str,
+        name: &str,
+    ) -> Result<Option<(u64, String)>, LockError> {
+        let row = sqlx::query(AssertSqlSafe(self.recorded.as_str()))
             .bind(name)
-            .bind(fence as i64)
             .fetch_optional(pool)
             .await;
+        let m = |e| map(e, label, Some(name));
         match row {
-            Ok(r) => r
-                .map(|r| r.try_get::<String, _>(0))
-                .transpose()
-                .map_err(|e| map(e, label, Some(name))),
+            Ok(Some(r)) => {
+                let fence: i64 = r.try_get(0).map_err(m)?;
+                Ok(Some((fence as u64, r.try_get(1).map_err(m)?)))
+            }
+            Ok(None) => Ok(None),
             // Nobody recorded an identity yet on this database.
             Err(e) if is_missing_table(&e) => Ok(None),
-            Err(e) => Err(map(e, label, Some(name))),
+            Err(e) => Err(m(e)),
         }
     }
 }

@@ -101,6 +101,16 @@
 //! exclusive advisory locks, and on MySQL/MariaDB, whose `GET_LOCK` has no shared mode, as a
 //! gate, reader slot locks and a writer mark (`advisory/gated_rw.rs`).
 //!
+//! # Listing and breaking locks (operators)
+//! [`DistributedLock::list`](distlock_core::DistributedLock::list) and
+//! [`break_lock`](distlock_core::DistributedLock::break_lock) (`distlock ls`, `distlock break`):
+//! row mode lists the rows whose lease has not run out and breaks a lock by deleting its row
+//! and bumping its counter at once (the broken holder's next renewal finds no row of its own
+//! and reports the guard lost; the next holder's token is higher). for_update and advisory
+//! locks are held by a database session, which only ending the session would free: never
+//! broken. PostgreSQL lists them from `pg_locks` (token and identity where the holder recorded
+//! an identity); MySQL/MariaDB cannot show them (`operator.rs`).
+//!
 //! # Servers tested
 //! PostgreSQL 15 (row, for_update, advisory), MariaDB 10.11 (row, for_update, advisory) and the SQLite bundled by
 //! sqlx (row) run the whole test suite. MySQL 8: every MySQL/MariaDB statement is SQL that
@@ -118,6 +128,7 @@
 //! | `advisory/mod.rs` | advisory mode: the key of a name, its acquire loop, `inspect`; `advisory/session.rs` the connection a lock is held on, `advisory/lease.rs` the guard's lease (ping and release on that session) |
 //! | `advisory/semaphore.rs` | advisory mode's semaphore: a gate and slot advisory locks per name under internal names no lock name can take, the count in `<table>_semcounts` (`statements/counts.rs`) |
 //! | `held.rs` | for_update and advisory: a lock held by one connection, its loss and its liveness ping |
+//! | `operator.rs` | what `list` and `break_lock` can do per mode and dialect (`distlock ls`, `distlock break`); `statements/operator.rs` their SQL |
 //! | `holders.rs` | row mode: holder identities (`<table>_holders`), read by `inspect` and `leader()` |
 //! | `sessions.rs` | for_update and advisory: holder identities by holding session (`<table>_sessions`), checked against the database's own view of who holds |
 //! | `for_update/bounds.rs` | for_update and advisory: the database's idle and lock-wait bounds on the lock session, rounded never to end early |
@@ -140,6 +151,7 @@ mod holders;
 pub mod liveness;
 mod lock;
 mod notify;
+mod operator;
 mod permits;
 mod recently_queued;
 mod row;

@@ -8,7 +8,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use distlock_core::backend::{Attempt, LockBackend};
 use distlock_core::{
-    Access, AcquireOptions, Capabilities, DistributedLock, LockError, LockGuard, LockInfo,
+    Access, AcquireOptions, Broken, Capabilities, DistributedLock, Listing, LockError, LockGuard,
+    LockInfo,
 };
 use sqlx::AnyPool;
 
@@ -214,9 +215,11 @@ impl LockBackend for SqlLock {
     }
 
     fn capabilities(&self) -> Capabilities {
+        let operator = crate::operator::statements(&self.client);
         self.mode
             .capabilities()
             .with_holder_identity(self.holders.is_some() || self.sessions.is_some())
+            .with_operator(operator.list.is_ok(), operator.break_row.is_ok())
     }
 
     fn backend_name(&self) -> &str {
@@ -242,6 +245,16 @@ impl LockBackend for SqlLock {
             }
             _ => Ok(info),
         }
+    }
+
+    /// See `operator.rs`: row mode everywhere, for_update and advisory on PostgreSQL.
+    async fn list(&self, prefix: &str, limit: usize) -> Result<Listing, LockError> {
+        crate::operator::list(&self.client, prefix, limit).await
+    }
+
+    /// See `operator.rs`: row mode only.
+    async fn break_lock(&self, name: &str) -> Result<Broken, LockError> {
+        crate::operator::break_lock(&self.client, self.holders.as_ref(), name).await
     }
 }
 

@@ -5,64 +5,18 @@
 
 mod support;
 
-use distlock_core::conformance::fence::{a_stalled_holders_write_is_refused, Read, Write};
-use distlock_core::fence::FenceError;
+use distlock_core::conformance::fence::a_stalled_holders_write_is_refused;
 use distlock_sql::{fence, Dialect, Mode};
-use futures::FutureExt;
 use support::*;
 
 macro_rules! fenced_register_case {
-    ($test:ident, $dialect:ident, $dial:ident, $url:expr, $connect:expr, $create:expr, $upsert:expr) => {
+    ($test:ident, $dialect:ident, $dial:ident) => {
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn $test() {
-            let url: String = $url;
-            let pool = ($connect)(url.clone()).await.unwrap();
-            fence::$dialect::install(&pool).await.unwrap();
-            let unique = distlock_core::backend::owner_token();
-            let table = format!("fence_reg_{}", &unique[..12]);
-            let resource = format!("register-{unique}");
-            sqlx::query(sqlx::AssertSqlSafe(format!($create, table)))
-                .execute(&pool)
-                .await
-                .unwrap();
-            let write: Write = Box::new({
-                let (pool, table) = (pool.clone(), table.clone());
-                move |token, body| {
-                    let (pool, table, resource) = (pool.clone(), table.clone(), resource.clone());
-                    async move {
-                        let mut tx = pool
-                            .begin()
-                            .await
-                            .map_err(|e| FenceError::Store(e.to_string()))?;
-                        fence::$dialect::check(&mut tx, &resource, token)
-                            .await
-                            .map_err(|e| e.map_store(|e| e.to_string()))?;
-                        sqlx::query(sqlx::AssertSqlSafe(format!($upsert, table)))
-                            .bind(body)
-                            .execute(&mut *tx)
-                            .await
-                            .map_err(|e| FenceError::Store(e.to_string()))?;
-                        tx.commit()
-                            .await
-                            .map_err(|e| FenceError::Store(e.to_string()))
-                    }
-                    .boxed()
-                }
-            });
-            let read: Read = Box::new(move || {
-                let (pool, table) = (pool.clone(), table.clone());
-                async move {
-                    let sql = format!("SELECT body FROM {table} WHERE id = 1");
-                    sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(sql))
-                        .fetch_one(&pool)
-                        .await
-                        .unwrap()
-                }
-                .boxed()
-            });
+            let (write, read) = fenced_register!($dialect);
             a_stalled_holders_write_is_refused(
                 &SqlHarness::new(Dialect::$dial, Mode::Row).await,
-                &format!("fence-{unique}"),
+                &format!("fence-{}", distlock_core::backend::owner_token()),
                 write,
                 read,
             )
@@ -71,38 +25,9 @@ macro_rules! fenced_register_case {
     };
 }
 
-fenced_register_case!(
-    postgres_refuses_a_stalled_holders_write,
-    postgres,
-    Postgres,
-    postgres_url(),
-    |url: String| async move { sqlx::PgPool::connect(&url).await },
-    "CREATE TABLE {} (id INT PRIMARY KEY, body TEXT NOT NULL)",
-    "INSERT INTO {} (id, body) VALUES (1, $1) ON CONFLICT (id) DO UPDATE SET body = EXCLUDED.body"
-);
-
-fenced_register_case!(
-    mysql_refuses_a_stalled_holders_write,
-    mysql,
-    MySql,
-    mysql_url(),
-    |url: String| async move { sqlx::MySqlPool::connect(&url).await },
-    "CREATE TABLE {} (id INT PRIMARY KEY, body TEXT NOT NULL) ENGINE=InnoDB",
-    "INSERT INTO {} (id, body) VALUES (1, ?) ON DUPLICATE KEY UPDATE body = VALUES(body)"
-);
-
-fenced_register_case!(
-    sqlite_refuses_a_stalled_holders_write,
-    sqlite,
-    Sqlite,
-    sqlite_url(),
-    |url: String| async move {
-        let opts: sqlx::sqlite::SqliteConnectOptions = url.parse().unwrap();
-        sqlx::SqlitePool::connect_with(opts.create_if_missing(true)).await
-    },
-    "CREATE TABLE {} (id INT PRIMARY KEY, body TEXT NOT NULL)",
-    "INSERT INTO {} (id, body) VALUES (1, ?1) ON CONFLICT (id) DO UPDATE SET body = excluded.body"
-);
+fenced_register_case!(postgres_refuses_a_stalled_holders_write, postgres, Postgres);
+fenced_register_case!(mysql_refuses_a_stalled_holders_write, mysql, MySql);
+fenced_register_case!(sqlite_refuses_a_stalled_holders_write, sqlite, Sqlite);
 
 /// The shell form under `distlock exec`: a `psql` transaction that calls `distlock_fence`
 /// aborts when the token is stale, so its `UPDATE` never lands.

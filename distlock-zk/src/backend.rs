@@ -10,8 +10,8 @@ use distlock_core::backend::{
     Attempt, Backoff, CleanupOnDrop, Deadline, GuardParts, LockBackend, LostSignal,
 };
 use distlock_core::{
-    AcquireOptions, Capabilities, CrashRelease, DistributedLock, DistributedRwLock,
-    DistributedSemaphore, Leader, LockError, LockGuard, LockInfo, Wakeup,
+    AcquireOptions, Broken, Capabilities, CrashRelease, DistributedLock, DistributedRwLock,
+    DistributedSemaphore, Leader, Listing, LockError, LockGuard, LockInfo, Wakeup,
 };
 use futures::future::BoxFuture;
 use tokio::time::Instant;
@@ -546,6 +546,7 @@ impl LockBackend for ZkLock {
         Capabilities::bound(CrashRelease::Session, Wakeup::Watch, true)
             .with_queue_length(true)
             .with_holder_identity(true)
+            .with_operator(true, true)
             .with_stall_tolerance(self.cfg.stall_tolerance(distlock_core::DEFAULT_TTL))
     }
 
@@ -567,6 +568,18 @@ impl LockBackend for ZkLock {
                 .with_holder(f.identity),
             None => LockInfo::free(),
         })
+    }
+
+    /// See `operator.rs`.
+    async fn list(&self, prefix: &str, limit: usize) -> Result<Listing, LockError> {
+        let session = self.session().await?;
+        crate::operator::list(&session, &self.cfg.base, &self.label, prefix, limit).await
+    }
+
+    /// See `operator.rs`.
+    async fn break_lock(&self, name: &str) -> Result<Broken, LockError> {
+        let session = self.session().await?;
+        crate::operator::break_lock(&session, &self.cfg.base, &self.label, name).await
     }
 }
 

@@ -20,14 +20,11 @@
 //! through the leader — both before the session can expire, which is what hands leadership on.
 
 use distlock_core::{Leader, LockError};
-use zookeeper_client::Error;
+use zookeeper_client::{Client, Error};
 
 use crate::error::map;
 use crate::path::{lock_path, NodeKind};
 use crate::session::Session;
-
-/// Attempts to read the first node when it keeps vanishing between the listing and the read.
-const READ_ATTEMPTS: usize = 5;
 
 /// The first node of a lock or election directory.
 pub(crate) struct First {
@@ -52,37 +49,42 @@ pub(crate) async fn first_node(
     kind: NodeKind,
 ) -> Result<Option<First>, LockError> {
     let dir = lock_path(base, name)?;
-    for _ in 0..READ_ATTEMPTS {
-        let children = match crate::read::children_now(&session.client, &dir).await {
-            Ok(Some(c)) => c,
-            Ok(None) => return Ok(None),
-            Err(e) => return Err(map(e, label, Some(name))),
-        };
-        let sorted = kind.sorted(children);
-        let Some(first) = sorted.first() else {
-            return Ok(None);
-        };
-        match session.client.get_data(&format!("{dir}/{first}")).await {
+    let m = |e| map(e, label, Some(name));
+    match crate::read::children_now(&session.client, &dir)
+        .await
+        .map_err(m)?
+    {
+        Some(children) => first_standing(&session.client, &dir, &kind.sorted(children))
+            .await
+            .map_err(m),
+        None => Ok(None),
+    }
+}
+
+/// The first of `sorted` (one kind's nodes in `dir`, in order) that still stands. A node gone
+/// since the listing let go, and the next one holds: a node created since sorts behind them
+/// all.
+pub(crate) async fn first_standing(
+    client: &Client,
+    dir: &str,
+    sorted: &[String],
+) -> Result<Option<First>, Error> {
+    for (i, node) in sorted.iter().enumerate() {
+        match client.get_data(&format!("{dir}/{node}")).await {
             Ok((data, stat)) => {
                 return Ok(Some(First {
-                    node: first.clone(),
+                    node: node.clone(),
                     czxid: stat.czxid as u64,
                     identity: (!data.is_empty())
                         .then(|| String::from_utf8_lossy(&data).into_owned()),
-                    others: sorted.len() - 1,
+                    others: sorted.len() - i - 1,
                 }))
             }
-            // Gone since the listing (released, withdrawn): list again.
             Err(Error::NoNode) => continue,
-            Err(e) => return Err(map(e, label, Some(name))),
+            Err(e) => return Err(e),
         }
     }
-    Err(LockError::unavailable(
-        label,
-        Some(name),
-        "the first node kept vanishing before it could be read (a fast succession of leaders); retry",
-        None,
-    ))
+    Ok(None)
 }
 
 /// Who leads `group`: the first participant's identity (Curator's participant id; empty when a

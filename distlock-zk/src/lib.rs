@@ -57,6 +57,13 @@
 //! the `ttl`, 2 s with the defaults — leaves a guard held; a longer one reports it lost. Pick the session timeout
 //! from the stalls the ensemble's disks show, not from the `ttl`.
 //!
+//! # Listing and breaking locks (operators)
+//! `list` walks the directories under the base path (bounded in directories and time; a walk
+//! cut short is marked truncated) and names each one with contenders, its first contender's
+//! `czxid`, identity and the waiters behind it. `break_lock` deletes the holder's node: the
+//! broken guard's watch on its own node reports it lost at once, and the next holder's node,
+//! created later, has a higher `czxid` (`operator.rs`).
+//!
 //! # Logs
 //! `tracing` events (sessions by id, nodes by path, never credentials): `warn` when a session
 //! expires or authentication fails (every guard of it is lost), when a session is retired
@@ -81,6 +88,7 @@
 //!   ensemble's state as of the call, not a lagging member's.
 //! * `session.rs`: one session, its state watcher and the guards it loses when it dies.
 //! * `lease.rs`: the store side of a guard (renew through the leader, release).
+//! * `operator.rs`: `list` and `break_lock` (`distlock ls`, `distlock break`).
 //! * `validity.rs`: how long a check through the leader vouches for a guard, and why.
 //! * `path.rs`: names to paths, Curator's contender naming and order; `config.rs`:
 //!   [`ZkConfig`] from a URL; `error.rs`: zookeeper-client errors to [`distlock_core::LockError`].
@@ -92,6 +100,7 @@ mod election;
 mod error;
 pub mod fence;
 mod lease;
+mod operator;
 mod own_watch;
 pub mod path;
 mod read;

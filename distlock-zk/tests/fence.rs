@@ -5,44 +5,13 @@
 
 mod support;
 
-use distlock_core::conformance::fence::{a_stalled_holders_write_is_refused, Read, Write};
+use distlock_core::conformance::fence::a_stalled_holders_write_is_refused;
 use distlock_zk::fence;
-use futures::FutureExt;
 use support::*;
-use zookeeper_client::{Acls, CreateMode};
-
-async fn register(client: &zookeeper_client::Client, what: &str) -> String {
-    let path = format!("/{}", unique(what));
-    let opts = CreateMode::Persistent.with_acls(Acls::anyone_all());
-    client.create(&path, b"", &opts).await.unwrap();
-    path
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_holders_set_data_is_refused() {
-    let url = standalone_url();
-    let client = raw(&url).await;
-    let path = register(&client, "fence-reg").await;
-    let write: Write = Box::new({
-        let (client, path) = (client.clone(), path.clone());
-        move |token, body| {
-            let (client, path) = (client.clone(), path.clone());
-            async move {
-                fence::set_data(&client, &path, body.as_bytes(), token)
-                    .await
-                    .map_err(|e| e.map_store(|e| e.to_string()))
-            }
-            .boxed()
-        }
-    });
-    let read: Read = Box::new({
-        let (client, path) = (client.clone(), path.clone());
-        move || {
-            let (client, path) = (client.clone(), path.clone());
-            async move { String::from_utf8(client.get_data(&path).await.unwrap().0).unwrap() }
-                .boxed()
-        }
-    });
+    let (_, _, write, read) = fenced_register(&standalone_url(), "fence-reg").await;
     a_stalled_holders_write_is_refused(
         &ZkHarness::standalone(),
         &unique("fence-lock"),
@@ -56,8 +25,7 @@ async fn a_stalled_holders_set_data_is_refused() {
 /// never refused and its data is what stays.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn racing_fenced_writers_leave_the_highest_tokens_data() {
-    let client = raw(&standalone_url()).await;
-    let path = register(&client, "fence-race").await;
+    let (client, path, _, _) = fenced_register(&standalone_url(), "fence-race").await;
     let writers: Vec<_> = (1..=12u64)
         .map(|t| {
             let (client, path) = (client.clone(), path.clone());

@@ -12,6 +12,7 @@ use async_trait::async_trait;
 use crate::info::{Access, RwLockInfo, SemaphoreInfo};
 use crate::leader::{leader_by_inspect, Leader};
 use crate::metrics::Outcome;
+use crate::operator::{cannot_break, cannot_list, Broken, Listing};
 use crate::{AcquireOptions, Capabilities, LockError, LockGuard, LockInfo};
 
 /// How one attempt treats a lock someone else holds.
@@ -91,6 +92,34 @@ pub trait LockBackend: Send + Sync + Debug + 'static {
             || self.inspect(group),
         )
         .await
+    }
+
+    /// The names held now that start with `prefix`, at most `limit` (called with a checked
+    /// prefix and limit: [`crate::operator::validate_listing`]). A backend that lists sets
+    /// [`Capabilities::list`].
+    ///
+    /// # Errors
+    /// [`LockError::Unsupported`] by default; store errors otherwise.
+    async fn list(&self, prefix: &str, limit: usize) -> Result<Listing, LockError> {
+        let _ = (prefix, limit);
+        Err(cannot_list(
+            self.backend_name(),
+            "not implemented by this backend",
+        ))
+    }
+
+    /// Forces the holder of `name` out and leaves the name's fence ahead of its token (called
+    /// with a validated name). A backend that breaks sets [`Capabilities::break_lock`].
+    ///
+    /// # Errors
+    /// [`LockError::NotHeld`] when nobody holds `name`; [`LockError::Unsupported`] by default;
+    /// store errors otherwise.
+    async fn break_lock(&self, name: &str) -> Result<Broken, LockError> {
+        let _ = name;
+        Err(cannot_break(
+            self.backend_name(),
+            "not implemented by this backend",
+        ))
     }
 }
 

@@ -63,3 +63,21 @@ pub async fn a_stalled_holders_write_is_refused(
     drop(first);
     next.release().await.expect("release");
 }
+
+/// A register in the file at `path`, fenced by [`crate::fence::write_file`]: its [`Write`] and
+/// [`Read`] for the cases that need a fenced resource but no store of their own.
+pub fn file_register(path: std::path::PathBuf) -> (Write, Read) {
+    let p = path.clone();
+    let write: Write = Box::new(move |token, body| {
+        let p = p.clone();
+        Box::pin(async move {
+            crate::fence::write_file(&p, token, body.as_bytes())
+                .map_err(|e| e.map_store(|e| e.to_string()))
+        })
+    });
+    let read: Read = Box::new(move || {
+        let p = path.clone();
+        Box::pin(async move { std::fs::read_to_string(&p).unwrap_or_default() })
+    });
+    (write, read)
+}

@@ -17,6 +17,7 @@ mod differential;
 pub mod fence;
 mod gray;
 mod harness;
+mod operator;
 mod permits;
 mod recipes;
 pub mod refusals;
@@ -27,6 +28,7 @@ pub use gray::{
     extend_of_unknown_outcome_is_not_believed, permit_extend_of_unknown_outcome_is_not_believed,
 };
 pub use harness::{proxies, Crash, CrashableClient, Harness};
+pub use operator::*;
 pub use permits::*;
 pub use recipes::*;
 

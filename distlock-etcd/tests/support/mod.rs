@@ -244,3 +244,38 @@ impl Harness for EtcdHarness {
         distlock_etcd::connect("etcd://127.0.0.1:1?connect_timeout=1s").await
     }
 }
+
+/// A fenced register at a fresh key of `url`'s cluster, written by `distlock_etcd::fence::put`,
+/// as the fenced-register checks (`distlock_core::conformance::fence`) take it: `(Write, Read)`.
+pub fn fenced_register(
+    url: &str,
+    what: &str,
+) -> (
+    distlock_core::conformance::fence::Write,
+    distlock_core::conformance::fence::Read,
+) {
+    use futures::FutureExt;
+    let (url, key) = (url.to_owned(), unique(what));
+    let write: distlock_core::conformance::fence::Write = Box::new({
+        let (url, key) = (url.clone(), key.clone());
+        move |token, body| {
+            let (url, key) = (url.clone(), key.clone());
+            async move {
+                let mut client = raw(&url).await;
+                distlock_etcd::fence::put(&mut client, &key, body, token)
+                    .await
+                    .map_err(|e| e.map_store(|e| e.to_string()))
+            }
+            .boxed()
+        }
+    });
+    let read: distlock_core::conformance::fence::Read = Box::new(move || {
+        let (url, key) = (url.clone(), key.clone());
+        async move {
+            let got = raw(&url).await.get(key, None).await.unwrap();
+            String::from_utf8(got.kvs()[0].value().to_vec()).unwrap()
+        }
+        .boxed()
+    });
+    (write, read)
+}

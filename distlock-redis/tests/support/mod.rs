@@ -246,3 +246,38 @@ impl Harness for RedisHarness {
         distlock_redis::connect(&url).await
     }
 }
+
+/// A fenced register at a fresh key on the server at `port`, written by
+/// `distlock_redis::fence::set`, as the fenced-register checks
+/// (`distlock_core::conformance::fence`) take it: the key, and its `(Write, Read)`.
+pub fn fenced_register(
+    port: u16,
+) -> (
+    String,
+    distlock_core::conformance::fence::Write,
+    distlock_core::conformance::fence::Read,
+) {
+    use futures::FutureExt;
+    let key = format!("fence-reg-{}", distlock_core::backend::owner_token());
+    let write: distlock_core::conformance::fence::Write = Box::new({
+        let key = key.clone();
+        move |token, body| {
+            let key = key.clone();
+            async move {
+                let mut conn = raw(port).await;
+                distlock_redis::fence::set(&mut conn, &key, body, token)
+                    .await
+                    .map_err(|e| e.map_store(|e| e.to_string()))
+            }
+            .boxed()
+        }
+    });
+    let read: distlock_core::conformance::fence::Read = Box::new({
+        let key = key.clone();
+        move || {
+            let key = key.clone();
+            async move { run::<String>(port, redis::cmd("GET").arg(&key)).await }.boxed()
+        }
+    });
+    (key, write, read)
+}

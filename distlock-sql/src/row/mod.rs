@@ -832,7 +832,7 @@ fn enqueue_query<'a>(sql: &'a RowStatements, name: &'a str, member: &'a str) -> 
 
 /// Runs `f` again after a deadlock or a busy database (fresh statements, 0–5 ms apart, at most
 /// [`MAX_RETRIES`] times); other errors are returned at once.
-async fn retrying<T, F, Fut>(label: &str, name: &str, f: F) -> Result<T, LockError>
+pub(crate) async fn retrying<T, F, Fut>(label: &str, name: &str, f: F) -> Result<T, LockError>
 where
     F: Fn() -> Fut,
     Fut: std::future::Future<Output = Result<T, Failure>>,

@@ -13,6 +13,7 @@
 
 mod counts;
 mod mysql;
+mod operator;
 mod permits;
 mod postgres;
 mod queue;
@@ -21,6 +22,7 @@ mod slots;
 mod sqlite;
 
 pub(crate) use counts::{counts, CountStatements};
+pub(crate) use operator::{operator, Atomic, OperatorStatements, RowBreak};
 pub(crate) use permits::{permits, PermitStatements};
 pub(crate) use sets::{
     AdvisoryStatements, BoundedBegin, ClientStatements, ForUpdateStatements, LockTexts,

@@ -34,7 +34,7 @@ const OBJECT_EXISTS: &str = "SELECT CAST((to_regclass($1) IS NOT NULL)::int AS B
 /// a token; and this version's `notify::GRANTABLE_MARK`), so only its process hears it; the
 /// table's otherwise. `except` narrows the places
 /// looked at (a leaver's own, still visible in its statement); `rest` ends the `FROM`.
-fn release_notify(t: &str, now: &str, except: &str, rest: &str) -> String {
+pub(super) fn release_notify(t: &str, now: &str, except: &str, rest: &str) -> String {
     format!(
         "SELECT pg_notify(CASE WHEN length(h.head) >= {tagged} THEN '{prefix}' || left(h.head, {tag}) \
          ELSE '{channel}' END, h.head || '/' || d.name) \

@@ -407,3 +407,84 @@ where
     }
     false
 }
+
+/// A fenced register on `$dialect` (`postgres`, `mysql`, `sqlite`): a one-row table of its own
+/// whose writes go through `distlock_sql::fence::$dialect::check` in the writing transaction,
+/// as the fenced-register check (`distlock_core::conformance::fence`) takes it:
+/// `(Write, Read)`.
+#[allow(unused_macros)]
+macro_rules! fenced_register {
+    (postgres) => {
+        fenced_register!(@ postgres,
+            sqlx::PgPool::connect(&postgres_url()).await.unwrap(),
+            "CREATE TABLE {} (id INT PRIMARY KEY, body TEXT NOT NULL)",
+            "INSERT INTO {} (id, body) VALUES (1, $1) ON CONFLICT (id) DO UPDATE SET body = EXCLUDED.body")
+    };
+    (mysql) => {
+        fenced_register!(@ mysql,
+            sqlx::MySqlPool::connect(&mysql_url()).await.unwrap(),
+            "CREATE TABLE {} (id INT PRIMARY KEY, body TEXT NOT NULL) ENGINE=InnoDB",
+            "INSERT INTO {} (id, body) VALUES (1, ?) ON DUPLICATE KEY UPDATE body = VALUES(body)")
+    };
+    (sqlite) => {
+        fenced_register!(@ sqlite,
+            {
+                let opts: sqlx::sqlite::SqliteConnectOptions = sqlite_url().parse().unwrap();
+                sqlx::SqlitePool::connect_with(opts.create_if_missing(true)).await.unwrap()
+            },
+            "CREATE TABLE {} (id INT PRIMARY KEY, body TEXT NOT NULL)",
+            "INSERT INTO {} (id, body) VALUES (1, ?1) ON CONFLICT (id) DO UPDATE SET body = excluded.body")
+    };
+    (@ $dialect:ident, $pool:expr, $create:expr, $upsert:expr) => {{
+        use distlock_core::conformance::fence::{Read, Write};
+        use distlock_core::fence::FenceError;
+        use futures::FutureExt;
+        let pool = $pool;
+        distlock_sql::fence::$dialect::install(&pool).await.unwrap();
+        let unique = distlock_core::backend::owner_token();
+        let table = format!("fence_reg_{}", &unique[..12]);
+        let resource = format!("register-{unique}");
+        sqlx::query(sqlx::AssertSqlSafe(format!($create, table)))
+            .execute(&pool)
+            .await
+            .unwrap();
+        let write: Write = Box::new({
+            let (pool, table) = (pool.clone(), table.clone());
+            move |token, body| {
+                let (pool, table, resource) = (pool.clone(), table.clone(), resource.clone());
+                async move {
+                    let mut tx = pool
+                        .begin()
+                        .await
+                        .map_err(|e| FenceError::Store(e.to_string()))?;
+                    distlock_sql::fence::$dialect::check(&mut tx, &resource, token)
+                        .await
+                        .map_err(|e| e.map_store(|e| e.to_string()))?;
+                    sqlx::query(sqlx::AssertSqlSafe(format!($upsert, table)))
+                        .bind(body)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(|e| FenceError::Store(e.to_string()))?;
+                    tx.commit()
+                        .await
+                        .map_err(|e| FenceError::Store(e.to_string()))
+                }
+                .boxed()
+            }
+        });
+        let read: Read = Box::new(move || {
+            let (pool, table) = (pool.clone(), table.clone());
+            async move {
+                let sql = format!("SELECT body FROM {table} WHERE id = 1");
+                sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(sql))
+                    .fetch_one(&pool)
+                    .await
+                    .unwrap()
+            }
+            .boxed()
+        });
+        (write, read)
+    }};
+}
+#[allow(unused_imports)]
+pub(crate) use fenced_register;

@@ -198,3 +198,45 @@ pub fn leader_port() -> u16 {
         .and_then(|p| p.parse().ok())
         .expect("no ensemble leader; run `scripts/services.sh up`")
 }
+
+/// A fenced register at a fresh node under the root of `url`'s ensemble, written by
+/// `distlock_zk::fence::set_data`, as the fenced-register checks
+/// (`distlock_core::conformance::fence`) take it: the raw client, the node's path, and its
+/// `(Write, Read)`.
+pub async fn fenced_register(
+    url: &str,
+    what: &str,
+) -> (
+    zookeeper_client::Client,
+    String,
+    distlock_core::conformance::fence::Write,
+    distlock_core::conformance::fence::Read,
+) {
+    use futures::FutureExt;
+    let client = raw(url).await;
+    let path = format!("/{}", unique(what));
+    let opts =
+        zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+    client.create(&path, b"", &opts).await.unwrap();
+    let write: distlock_core::conformance::fence::Write = Box::new({
+        let (client, path) = (client.clone(), path.clone());
+        move |token, body| {
+            let (client, path) = (client.clone(), path.clone());
+            async move {
+                distlock_zk::fence::set_data(&client, &path, body.as_bytes(), token)
+                    .await
+                    .map_err(|e| e.map_store(|e| e.to_string()))
+            }
+            .boxed()
+        }
+    });
+    let read: distlock_core::conformance::fence::Read = Box::new({
+        let (client, path) = (client.clone(), path.clone());
+        move || {
+            let (client, path) = (client.clone(), path.clone());
+            async move { String::from_utf8(client.get_data(&path).await.unwrap().0).unwrap() }
+                .boxed()
+        }
+    });
+    (client, path, write, read)
+}
