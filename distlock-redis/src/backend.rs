@@ -163,12 +163,12 @@ impl LockBackend for RedisLock {
 
     /// See `operator.rs`.
     async fn list(&self, prefix: &str, limit: usize) -> Result<Listing, LockError> {
-        crate::operator::list(self, prefix, limit).await
+        self.operator_list(prefix, limit).await
     }
 
     /// See `operator.rs`.
     async fn break_lock(&self, name: &str) -> Result<Broken, LockError> {
-        crate::operator::break_lock(self, name).await
+        self.operator_break(name).await
     }
 }
 

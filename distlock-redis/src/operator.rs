@@ -42,7 +42,7 @@ const MAX_CANDIDATES: usize = 10_000;
 const CHECKS_IN_FLIGHT: usize = 16;
 
 /// The held names starting with `prefix`, at most `limit`.
-pub(crate) async fn list(
+pub(crate) async fn list_held(
     lock: &RedisLock,
     prefix: &str,
     limit: usize,
@@ -135,7 +135,7 @@ fn glob_escape(s: &str) -> String {
 }
 
 /// Breaks `name` on every node (see the module docs).
-pub(crate) async fn break_lock(lock: &RedisLock, name: &str) -> Result<Broken, LockError> {
+pub(crate) async fn break_held(lock: &RedisLock, name: &str) -> Result<Broken, LockError> {
     let label = lock.backend_label();
     let keys = Keys::new(&lock.config().prefix, name);
     let t = lock.config().timeout;
@@ -207,6 +207,22 @@ fn most_named(taken: &[Taken]) -> Option<(String, usize, u64)> {
         .into_iter()
         .max_by_key(|(_, (on, _))| *on)
         .map(|(v, (on, token))| (v.to_owned(), on, token))
+}
+
+impl RedisLock {
+    /// [`list_held`], as `DistributedLock::list` calls it.
+    pub(crate) async fn operator_list(
+        &self,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Listing, LockError> {
+        list_held(self, prefix, limit).await
+    }
+
+    /// [`break_held`], as `DistributedLock::break_lock` calls it.
+    pub(crate) async fn operator_break(&self, name: &str) -> Result<Broken, LockError> {
+        break_held(self, name).await
+    }
 }
 
 #[cfg(test)]
