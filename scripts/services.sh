@@ -181,6 +181,12 @@ tls_cert() { # tls_cert NAME SUBJECT EXTFILE_LINE [openssl ca dates…]
   chmod 0644 "$TLS/$name.key" "$TLS/$name.crt"
 }
 tls_up() {
+  tls_make
+  # ZooKeeper's digest scheme needs nothing on the server: any user:password authenticates,
+  # and the ACLs of the nodes it creates name that identity.
+  printf 'distlock-zk-pw\n' >"$TLS/zk-password"
+}
+tls_make() {
   ensure_pkg openssl openssl
   [ -f "$TLS/done" ] && return 0
   rm -rf "$TLS"; mkdir -p "$TLS"
@@ -659,7 +665,7 @@ svc_up() {
     redis) redis_start "$REDIS_PORT"; redis_start "$REDIS_REPLICA_PORT"; redis_py_venv ;;
     redis-tls) redis_tls_up ;;
     redlock) for p in "${REDLOCK_PORTS[@]}"; do redis_start "$p"; done ;;
-    zk) zk_start "$ZK_PORT"; zk_wait "$ZK_PORT" ;;
+    zk) tls_up; zk_start "$ZK_PORT"; zk_wait "$ZK_PORT" ;;
     zk-ensemble)
       local i=1; for p in "${ZK_ENSEMBLE_PORTS[@]}"; do zk_start "$p" "$i"; i=$((i + 1)); done
       for p in "${ZK_ENSEMBLE_PORTS[@]}"; do zk_wait "$p"; done ;;
@@ -752,6 +758,7 @@ DISTLOCK_TEST_REDIS_TLS_URL=rediss://distlock@localhost:$REDIS_TLS_PORT?ca=$TLS/
 DISTLOCK_TEST_POSTGRES_TLS_URL=postgres://distlock_tls@localhost:$PG_TLS_PORT/distlock?sslmode=verify-full&sslrootcert=$TLS/ca.crt&password_file=$TLS/sql-password
 DISTLOCK_TEST_MYSQL_TLS_URL=mysql://distlock_tls@localhost:$MYSQL_TLS_PORT/distlock?ssl-mode=VERIFY_IDENTITY&ssl-ca=$TLS/ca.crt&password_file=$TLS/sql-password
 DISTLOCK_TEST_ETCD_SECURE_URL=etcds://distlock@localhost:$ETCD_SECURE_PORT/locks?ca=$TLS/ca.crt&cert=$TLS/client.crt&key=$TLS/client.key&password_file=$TLS/etcd-password
+DISTLOCK_TEST_ZK_AUTH_URL=zk://distlock@127.0.0.1:$ZK_PORT?password_file=$TLS/zk-password
 DISTLOCK_TEST_TLS_DIR=$TLS
 DISTLOCK_REDIS_PY=$DIR/redis-py/bin/python
 EOF

@@ -16,7 +16,7 @@ use distlock_core::{
 use futures::future::BoxFuture;
 use tokio::time::Instant;
 use zookeeper_client::{
-    Acls, Client, CreateMode, CreateOptions, Error, OneshotWatcher, SessionState,
+    Acl, Acls, Client, CreateMode, Error, OneshotWatcher, Permission, SessionState,
 };
 
 use crate::config::ZkConfig;
@@ -129,8 +129,22 @@ impl fmt::Debug for ZkLock {
     }
 }
 
-fn container() -> CreateOptions<'static> {
-    CreateMode::Container.with_acls(Acls::anyone_all())
+/// With digest credentials: the session's identity may do anything, anyone may read (see who
+/// holds, `inspect`, `ls`), nobody else may create, change or delete.
+static AUTHED_ACLS: [Acl; 2] = [
+    Acl::new_const(Permission::ALL, "auth", ""),
+    Acl::new_const(Permission::READ, "world", "anyone"),
+];
+
+/// The ACLs of a lock directory and contender node distlock creates: open without credentials
+/// (as Curator makes them), [`AUTHED_ACLS`] with them, so no other identity can delete (or add)
+/// a contender node. A directory another identity made first keeps its own ACLs.
+fn dir_acls(cfg: &ZkConfig) -> Acls<'static> {
+    if cfg.digest().is_some() {
+        Acls::new(&AUTHED_ACLS)
+    } else {
+        Acls::anyone_all()
+    }
 }
 
 impl ZkLock {
@@ -204,7 +218,8 @@ impl ZkLock {
         Ok(s)
     }
 
-    /// Creates the lock directory and its parents as container nodes.
+    /// Creates the lock directory and its parents as container nodes: the parents open, the
+    /// lock directory with [`dir_acls`] (ZooKeeper checks deleting a node against its parent).
     async fn create_parents(
         &self,
         client: &Client,
@@ -212,10 +227,19 @@ impl ZkLock {
         name: &str,
     ) -> Result<(), LockError> {
         let mut path = String::new();
-        for seg in dir.trim_start_matches('/').split('/') {
+        let segments: Vec<&str> = dir.trim_start_matches('/').split('/').collect();
+        for (i, seg) in segments.iter().enumerate() {
             path.push('/');
             path.push_str(seg);
-            match client.create(&path, &[], &container()).await {
+            let acls = if i + 1 == segments.len() {
+                dir_acls(&self.cfg)
+            } else {
+                Acls::anyone_all()
+            };
+            match client
+                .create(&path, &[], &CreateMode::Container.with_acls(acls))
+                .await
+            {
                 Ok(_) | Err(Error::NodeExists) => {}
                 Err(e) => return Err(map(e, &self.label, Some(name))),
             }
@@ -354,6 +378,7 @@ impl ZkLock {
         let client = session.client.clone();
         let mine = Arc::new(
             Contender::new(client.clone(), dir.clone(), protected_prefix(&uuid()))
+                .with_acls(dir_acls(&self.cfg))
                 .with_node(kind, data),
         );
         // Whatever node we created is deleted if this acquisition is cancelled or gives up.

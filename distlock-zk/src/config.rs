@@ -2,12 +2,13 @@
 
 use std::time::Duration;
 
+use distlock_core::backend::credentials;
 use distlock_core::backend::url::HostPort;
 use distlock_core::backend::DistlockUrl;
 use distlock_core::LockError;
 
 /// Everything a ZooKeeper lock client needs.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct ZkConfig {
     /// The ensemble members.
     pub hosts: Vec<HostPort>,
@@ -21,10 +22,35 @@ pub struct ZkConfig {
     pub connect_timeout: Duration,
     /// Parent of lock nodes for relative names (default `/distlock`).
     pub base: String,
+    /// Digest user (with [`ZkConfig::with_digest`]): the session authenticates as it, and the
+    /// nodes distlock creates are writable by that identity only (readable by anyone).
+    pub user: Option<String>,
+    /// The digest password (never printed).
+    password: Option<String>,
+}
+
+impl std::fmt::Debug for ZkConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ZkConfig")
+            .field("hosts", &self.hosts)
+            .field("chroot", &self.chroot)
+            .field("session_timeout", &self.session_timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("base", &self.base)
+            .field("user", &self.user)
+            .field("password", &self.password.as_ref().map(|_| "***"))
+            .finish()
+    }
 }
 
 /// Parameters read from the URL.
-pub const KNOWN_PARAMS: &[&str] = &["session_timeout", "connect_timeout", "base"];
+pub const KNOWN_PARAMS: &[&str] = &[
+    "session_timeout",
+    "connect_timeout",
+    "base",
+    "password_file",
+    "password_env",
+];
 
 impl ZkConfig {
     /// A configuration for an ensemble given as `host:port` pairs.
@@ -35,10 +61,31 @@ impl ZkConfig {
             session_timeout: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(5),
             base: "/distlock".into(),
+            user: None,
+            password: None,
         }
     }
 
-    /// Parses `zk://h1:p1,h2:p2[/chroot][?session_timeout=10s&connect_timeout=5s&base=/distlock]`.
+    /// Authenticates the session as digest `user` with `password` (ZooKeeper's `addauth
+    /// digest user:password`); distlock's nodes then carry ACLs that only this identity may
+    /// change or delete.
+    pub fn with_digest(mut self, user: impl Into<String>, password: impl Into<String>) -> Self {
+        self.user = Some(user.into());
+        self.password = Some(password.into());
+        self
+    }
+
+    /// `user:password` for ZooKeeper's digest scheme, when set.
+    pub(crate) fn digest(&self) -> Option<String> {
+        Some(format!(
+            "{}:{}",
+            self.user.as_deref()?,
+            self.password.as_deref()?
+        ))
+    }
+
+    /// Parses `zk://[user:password@]h1:p1,h2:p2[/chroot][?session_timeout=10s&connect_timeout=5s&base=/distlock]`;
+    /// the password may come from `password_file=` or `password_env=` instead.
     ///
     /// # Errors
     /// [`LockError::InvalidConfig`] quoting the bad part.
@@ -57,17 +104,26 @@ impl ZkConfig {
                 u.redacted()
             )));
         }
-        if u.password.is_some() {
-            return Err(LockError::invalid_config(format!(
-                "{:?}: passwords are not supported for ZooKeeper URLs (use a chroot and ACLs)",
-                u.redacted()
-            )));
-        }
         let mut cfg = ZkConfig::new(u.hosts.clone());
         if !u.path.is_empty() {
             cfg.chroot = format!("/{}", u.path.trim_end_matches('/'));
         }
         let mut p = u.params();
+        let password =
+            credentials::take_password(&mut p, u.password.clone()).map_err(|e| match e {
+                LockError::InvalidConfig(m) => {
+                    LockError::invalid_config(format!("{m} (in {:?})", u.redacted()))
+                }
+                other => other,
+            })?;
+        if u.user.is_some() != password.is_some() {
+            return Err(LockError::invalid_config(format!(
+                "{:?}: ZooKeeper digest authentication needs both a user and a password",
+                u.redacted()
+            )));
+        }
+        cfg.user = u.user.clone();
+        cfg.password = password;
         if let Some(d) = p.take_duration("session_timeout")? {
             cfg.session_timeout = d;
         }

@@ -14,7 +14,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use tokio::time::Instant;
-use zookeeper_client::{Acls, Client, CreateMode, CreateOptions, Error};
+use zookeeper_client::{Acls, Client, CreateMode, Error};
 
 use crate::path::NodeKind;
 
@@ -47,10 +47,8 @@ pub(crate) struct Contender {
     unsure: AtomicBool,
     /// Our contender once settled.
     known: Mutex<Option<String>>,
-}
-
-fn ephemeral_sequential() -> CreateOptions<'static> {
-    CreateMode::EphemeralSequential.with_acls(Acls::anyone_all())
+    /// The ACLs our node is created with.
+    acls: Acls<'static>,
 }
 
 impl Contender {
@@ -63,7 +61,14 @@ impl Contender {
             data: Vec::new(),
             unsure: AtomicBool::new(false),
             known: Mutex::new(None),
+            acls: Acls::anyone_all(),
         }
+    }
+
+    /// The same contender creating its node with `acls`.
+    pub(crate) fn with_acls(mut self, acls: Acls<'static>) -> Self {
+        self.acls = acls;
+        self
     }
 
     /// The same contender as a node of `kind` created with `data` (a holder identity).
@@ -93,7 +98,7 @@ impl Contender {
         let marker = self.kind.marker();
         let node_base = format!("{}/{}{marker}", self.dir, self.prefix);
         for _ in 0..CREATE_ATTEMPTS {
-            let opts = ephemeral_sequential();
+            let opts = CreateMode::EphemeralSequential.with_acls(self.acls);
             let create = self.client.create(&node_base, &self.data, &opts);
             let list = self.client.get_children(&self.dir);
             let (created, listed) = tokio::join!(create, list);

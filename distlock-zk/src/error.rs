@@ -20,7 +20,9 @@ pub(crate) fn map(err: Error, backend: &str, name: Option<&str>) -> LockError {
             Some(Box::new(err) as BoxError),
         ),
         Error::NoAuth | Error::AuthFailed => {
-            LockError::invalid_config(format!("{backend}: ZooKeeper refused access: {err}"))
+            LockError::invalid_config(format!(
+                "{backend}: ZooKeeper refused access ({err}): the node's ACL does not admit this session's identity; check the user and password in the URL (digest) and the ACLs of the chroot and base path"
+            ))
         }
         Error::BadArguments(_) => LockError::invalid_config(format!("{backend}: {err}")),
         other => LockError::backend(

@@ -133,10 +133,13 @@ impl Session {
         label: &str,
         within: Duration,
     ) -> Result<Arc<Session>, LockError> {
-        let connector = Client::connector()
+        let mut connector = Client::connector()
             .with_session_timeout(cfg.session_timeout)
             .with_connection_timeout(cfg.connect_timeout)
             .with_fail_eagerly();
+        if let Some(digest) = cfg.digest() {
+            connector = connector.with_auth("digest", digest.as_bytes());
+        }
         let target = cfg.connect_string();
         let client = match tokio::time::timeout(
             cfg.connect_timeout + Duration::from_secs(1),

@@ -13,3 +13,9 @@ mod ensemble {
     use super::*;
     distlock_core::conformance_suite!(ZkHarness::ensemble());
 }
+
+/// As digest user `distlock` (`zk://distlock@…?password_file=…`): contender nodes carry ACLs.
+mod auth {
+    use super::*;
+    distlock_core::conformance_suite!(ZkHarness::auth());
+}

@@ -33,14 +33,36 @@ pub fn ensemble_url() -> String {
         .unwrap_or_else(|_| "zk://127.0.0.1:12281,127.0.0.1:12282,127.0.0.1:12283".into())
 }
 
+/// The standalone server as digest user `distlock` (`scripts/services.sh urls` prints it; the
+/// password is in the TLS directory's `zk-password`).
+pub fn auth_url() -> String {
+    std::env::var("DISTLOCK_TEST_ZK_AUTH_URL").unwrap_or_else(|_| {
+        format!(
+            "zk://distlock@127.0.0.1:12181?password_file={}/zk-password",
+            tls_dir().display()
+        )
+    })
+}
+
+pub use distlock_core::conformance::refusals::tls_dir;
+
+/// The digest password of [`auth_url`]'s user.
+pub fn zk_password() -> String {
+    std::fs::read_to_string(tls_dir().join("zk-password"))
+        .unwrap()
+        .trim()
+        .to_owned()
+}
+
 pub fn hosts(url: &str) -> String {
-    url.split("://")
+    let authority = url
+        .split("://")
         .nth(1)
         .unwrap()
         .split(['/', '?'])
         .next()
-        .unwrap()
-        .to_owned()
+        .unwrap();
+    authority.rsplit('@').next().unwrap().to_owned()
 }
 
 pub fn ports(url: &str) -> Vec<u16> {
@@ -59,8 +81,14 @@ pub async fn connect_or_explain(url: &str) -> Arc<dyn DistributedLock> {
     }
 }
 
+/// A plain client of `url`'s servers; for a URL with a user (always `distlock` here),
+/// authenticated as that digest identity.
 pub async fn raw(url: &str) -> zookeeper_client::Client {
-    match zookeeper_client::Client::connect(&hosts(url)).await {
+    let mut connector = zookeeper_client::Client::connector();
+    if url.contains('@') {
+        connector = connector.with_auth("digest", format!("distlock:{}", zk_password()).as_bytes());
+    }
+    match connector.connect(&hosts(url)).await {
         Ok(c) => c,
         Err(e) => {
             panic!("cannot reach {url}: {e}\nstart the test stores with `scripts/services.sh up`")
@@ -109,6 +137,12 @@ pub struct ZkHarness {
 }
 
 impl ZkHarness {
+    /// The standalone server, authenticated as digest user `distlock`: its contender nodes carry
+    /// ACLs that only that identity may change or delete.
+    pub fn auth() -> Self {
+        ZkHarness { url: auth_url() }
+    }
+
     pub fn standalone() -> Self {
         ZkHarness {
             url: standalone_url(),
@@ -122,7 +156,13 @@ impl ZkHarness {
     }
 
     pub fn client_url(&self, hosts: &str) -> String {
-        format!("zk://{hosts}?session_timeout={SESSION}")
+        match self.url.split_once('@') {
+            Some((user, rest)) => {
+                let query = rest.split_once('?').map(|(_, q)| q).unwrap_or_default();
+                format!("{user}@{hosts}?session_timeout={SESSION}&{query}")
+            }
+            None => format!("zk://{hosts}?session_timeout={SESSION}"),
+        }
     }
 
     pub fn dir(name: &str) -> String {
