@@ -200,10 +200,22 @@ async fn bad_configuration_gives_typed_errors() {
             "credentials",
         ),
         (
-            "zk with a password",
-            format!("zk://u:{SECRET}@127.0.0.1:12181"),
+            "zk digest password given twice",
+            format!("zk://u:{SECRET}@127.0.0.1:12181?password_env=HOME"),
             Expect::InvalidConfig,
-            "password",
+            "more than once",
+        ),
+        (
+            "redis TLS files on a plain URL",
+            format!("redis://:{SECRET}@127.0.0.1:16379?ca=/nonexistent/ca.pem"),
+            Expect::InvalidConfig,
+            "rediss://",
+        ),
+        (
+            "redis CA file that does not exist",
+            format!("rediss://:{SECRET}@localhost:16390?ca=/nonexistent/ca.pem"),
+            Expect::InvalidConfig,
+            "ca=/nonexistent/ca.pem",
         ),
         (
             "postgres database that does not exist",
