@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Fails when two modules of one crate import each other, directly or through others.
 
-Each `.rs` file under a crate's `src/` is a module; an edge A -> B is a `crate::...` or
-`super::...` path in A (in `use` items or inline) that names an item defined in B. Paths are
+Each `.rs` file under a crate's `src/` is a module; an edge A -> B is a `crate::...`,
+`super::...`, `self::...` or `child::...` path (a child module of A by its relative name) in A
+(in `use` items or inline) that names an item defined in B. Paths are
 resolved through re-exports (`pub use x::Item;` in lib.rs or a mod.rs), so `crate::Item`
 counts as an edge to the module that defines `Item`. A module's `pub use` of its own
 children is a declaration, not an edge.
@@ -79,11 +80,23 @@ def resolve(path, mods, exports, depth=0):
     return None
 
 
-def uses(text, m):
-    """Every `crate::a::b::...` / `super::...` path, expanding `{a, b::c}` groups one level."""
+def uses(text, m, children):
+    """Every `crate::a::b::...` / `super::...` / `self::...` path, and every path that starts
+    with one of `m`'s child modules (`child::Item`, the 2018 edition's relative form), expanding
+    `{a, b::c}` groups one level."""
     paths = []
-    for m_ in re.finditer(r"\b(crate|super)::((?:\w+::)*)(\{[^}]*\}|\w+)", text):
-        root = [] if m_.group(1) == "crate" else list(m[:-1])
+    roots = ["crate", "super", "self"] + sorted(children)
+    pattern = r"(?<![\w:])(" + "|".join(map(re.escape, roots)) + r")::((?:\w+::)*)(\{[^}]*\}|\w+)"
+    for m_ in re.finditer(pattern, text):
+        head = m_.group(1)
+        if head == "crate":
+            root = []
+        elif head == "super":
+            root = list(m[:-1])
+        elif head == "self":
+            root = list(m)
+        else:
+            root = list(m) + [head]
         prefix = root + [p for p in m_.group(2).split("::") if p]
         last = m_.group(3)
         if last.startswith("{"):
@@ -104,9 +117,15 @@ def edges(mods):
     for m, f in mods.items():
         with open(f, encoding="utf-8") as fh:
             text = strip_comments(fh.read())
+        # A unit-test module inside the file (`#[cfg(test)] mod tests { … }`, last by
+        # convention) has its own `super`: its paths are not this module's.
+        text = re.split(r"#\[cfg\(test\)\]\s*mod \w+\s*\{", text)[0]
         # `pub use` lines are declarations of what a module offers, not imports.
         text = re.sub(r"pub use [^;]*;", "", text)
-        for path in uses(text, m):
+        children = {c[-1] for c in mods if len(c) == len(m) + 1 and c[: len(m)] == m}
+        # `mod child;` lines declare children; they are not uses.
+        text = re.sub(r"\b(pub(\([^)]*\))? )?mod \w+\s*;", "", text)
+        for path in uses(text, m, children):
             target = resolve(path, mods, exports)
             if target is None or target == m:
                 continue

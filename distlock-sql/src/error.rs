@@ -1,5 +1,8 @@
 //! The one place sqlx errors become [`LockError`]s.
 
+use std::time::Duration;
+
+use distlock_core::backend::wait::random_up_to;
 use distlock_core::LockError;
 
 /// What a failed statement means for a lock operation.
@@ -182,4 +185,31 @@ fn tls_failure(err: &sqlx::Error) -> Option<String> {
         sqlx::Error::Io(io) => distlock_core::backend::tls_failure::rustls_failure(io),
         _ => None,
     }
+}
+
+/// Deadlock retries per attempt before the error is surfaced (each is a fresh statement).
+pub(crate) const MAX_RETRIES: u32 = 50;
+
+/// Runs `f` again after a deadlock or a busy database (fresh statements, 0–5 ms apart, at most
+/// [`MAX_RETRIES`] times); other errors are returned at once.
+pub(crate) async fn retrying<T, F, Fut>(label: &str, name: &str, f: F) -> Result<T, LockError>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<T, Failure>>,
+{
+    for _ in 0..MAX_RETRIES {
+        match f().await {
+            Ok(v) => return Ok(v),
+            Err(Failure::Retry) | Err(Failure::Busy) => {
+                tokio::time::sleep(random_up_to(Duration::from_millis(5))).await
+            }
+            Err(Failure::Error(e)) => return Err(e),
+        }
+    }
+    Err(LockError::backend(
+        label,
+        Some(name),
+        "kept deadlocking with other clients",
+        None,
+    ))
 }

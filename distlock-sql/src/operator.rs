@@ -21,9 +21,9 @@ use sqlx::any::AnyRow;
 use sqlx::{AssertSqlSafe, Row};
 
 use crate::client::SqlClient;
+use crate::error::retrying;
 use crate::error::{classify, map, Failure};
 use crate::holders::{is_missing_table, HolderStatements};
-use crate::row::retrying;
 use crate::statements::{self, Atomic, OperatorStatements, RowBreak};
 
 /// What `client`'s dialect and mode can do for an operator.

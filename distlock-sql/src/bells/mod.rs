@@ -19,6 +19,9 @@
 #[cfg(target_os = "linux")]
 mod sockets;
 mod user_locks;
+mod wait;
+
+pub(crate) use wait::BellWait;
 
 use std::time::Duration;
 
@@ -76,18 +79,6 @@ impl Bells {
             Bells::Sockets => sockets::wait(member, within).await,
         }
     }
-}
-
-/// How a bell wait ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum BellWait {
-    /// The bell was let go (or never taken): look now.
-    Rung,
-    /// Nothing within the wait: the bell is held.
-    TimedOut,
-    /// This bell cannot be waited on now (no connection to be had, or the wait failed):
-    /// look, and poll.
-    Failed,
 }
 
 /// A held bell: rung by [`Bell::ring`], or by dropping it.

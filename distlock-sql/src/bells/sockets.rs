@@ -18,7 +18,7 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use super::BellWait;
+use super::wait::BellWait;
 
 /// At most this many socket bells per process at once (each is a listening socket and a
 /// task): past it, a waiter does without (its followers poll it), as MySQL's bells do past

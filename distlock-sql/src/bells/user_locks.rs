@@ -10,7 +10,7 @@ use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::pool::PoolConnection;
 use sqlx::{Any, AnyPool, Row};
 
-use super::BellWait;
+use super::wait::BellWait;
 
 /// At most this many bell connections per client: a waiting acquisition uses up to two (its
 /// own bell, and the wait on the bell ahead), a holder that queued one until it releases.

@@ -1,24 +1,92 @@
 //! The store side of a row-mode lock ([`RowLease`]): take, renew and release one name's row
 //! by owner token; a PostgreSQL release may grant the lock to the next waiter on the way
-//! (`statements/postgres.rs`).
+//! (`statements/postgres.rs`); and what the row loop (`row/mod.rs`) shares with it: the lease's
+//! validity, the queue statements (join, leave) and how an attempt ended ([`Taken`]).
 
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use distlock_core::backend::{Lease, LocalQueue};
+use distlock_core::backend::{Lease, LocalQueue, WAITER_TTL};
 use distlock_core::LockError;
 use sqlx::{AnyPool, AssertSqlSafe, Row};
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use super::{enqueue_query, lease_validity, leave, ms, retrying, SqlQuery, Taken, WAITER_TTL};
 use crate::bells::{Bell, Bells};
 use crate::config::Dialect;
-use crate::error::{classify, map, Failure};
+use crate::error::{classify, map, retrying, Failure};
 use crate::liveness::{resend_on_dead_connection, unclear_release};
 use crate::notify::Wakeups;
 use crate::statements::RowStatements;
+
+/// How long a lease of `ttl` granted (or renewed) by the database can be relied on from the
+/// moment its statement was sent: `ttl` less what the database's clock can take from it — its
+/// expiry is kept in whole milliseconds (the grant's millisecond is truncated: up to 1 ms) and
+/// measured by its wall clock, which may run up to 0.1% faster than ours (NTP slews at most
+/// 0.05%) — and 1 ms more to spare. Without it, a waiter looking every millisecond could take
+/// an expired row while its frozen holder still believed its lease good for a fraction of a
+/// millisecond (seen by the nemesis on SQLite).
+pub(crate) fn lease_validity(ttl: Duration) -> Duration {
+    ttl.saturating_sub(ttl / 1000 + Duration::from_millis(2))
+}
+
+pub(super) fn ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// How an attempt ended.
+#[derive(Debug)]
+pub(super) enum Taken {
+    /// We hold the lock, with this fencing token.
+    Won(u64),
+    /// Not ours (held, or a place is ahead).
+    Lost,
+    /// Not ours, and we have a place in the queue now (and our bell, if one could be had).
+    Joined(Option<Bell>),
+}
+
+impl From<Option<u64>> for Taken {
+    fn from(won: Option<u64>) -> Self {
+        won.map_or(Taken::Lost, Taken::Won)
+    }
+}
+
+/// A statement bound for the row statements of a dialect.
+pub(super) type SqlQuery<'a> = sqlx::query::Query<'a, sqlx::Any, sqlx::any::AnyArguments>;
+
+/// Joins the queue of `name` as `member`, or refreshes that place (its lease: [`WAITER_TTL`]).
+pub(super) fn enqueue_query<'a>(
+    sql: &'a RowStatements,
+    name: &'a str,
+    member: &'a str,
+) -> SqlQuery<'a> {
+    sqlx::query(AssertSqlSafe(sql.enqueue.as_str()))
+        .bind(name)
+        .bind(member)
+        .bind(ms(WAITER_TTL))
+}
+
+/// Leaves the queue of `row`'s name as `member`, sweeping the name's lapsed places (again
+/// after a deadlock, and when the connection died under it: a place left behind would hold
+/// every other waiter back until it lapsed).
+pub(super) async fn leave(row: &NamedRow, member: &str) -> Result<u64, LockError> {
+    let (label, name) = (row.label.as_str(), row.name.as_str());
+    let once = || {
+        retrying(label, name, || async {
+            sqlx::query(AssertSqlSafe(row.sql.leave.as_str()))
+                .bind(name)
+                .bind(member)
+                .execute(&row.pool)
+                .await
+                .map(|r| r.rows_affected())
+                .map_err(|e| classify(e, label, Some(name)))
+        })
+    };
+    Ok(resend_on_dead_connection(&row.pool, (label, name), once)
+        .await?
+        .0)
+}
 
 /// One name's row and queue as an acquisition sees them, resolved once for all its leases:
 /// the client's pool, statements and label, the name, its in-process queue key and

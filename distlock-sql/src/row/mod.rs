@@ -39,8 +39,7 @@ use tracing::Instrument;
 use crate::bells::{self, Bell, BellWait, Bells};
 use crate::client::SqlClient;
 use crate::config::Dialect;
-use crate::error::{classify, map, Failure};
-use crate::liveness::resend_on_dead_connection;
+use crate::error::{classify, map, retrying, Failure, MAX_RETRIES};
 use crate::notify::Wakeups;
 use crate::recently_queued::RecentlyQueued;
 use crate::statements::{self, RowStatements};
@@ -48,11 +47,10 @@ use crate::statements::{self, RowStatements};
 mod lease;
 mod place;
 
-use lease::NamedRow;
+pub(crate) use lease::lease_validity;
+use lease::{enqueue_query, leave, ms, NamedRow, Taken};
 use place::{NextInLine, Place};
 
-/// Deadlock retries per attempt before the error is surfaced (each is a fresh statement).
-const MAX_RETRIES: u32 = 50;
 /// PostgreSQL waiters re-check at least this often in case a notification was missed.
 const NOTIFY_SAFETY_POLL: Duration = Duration::from_secs(1);
 pub(crate) use distlock_core::backend::{HEARTBEAT, WAITER_TTL};
@@ -62,21 +60,6 @@ const HEAD_POLL: Duration = Duration::from_millis(1);
 /// The longest a MySQL/SQLite waiter sleeps between looks (unless the holder's lease is
 /// known to last longer).
 const MAX_POLL: Duration = Duration::from_millis(100);
-
-/// How long a lease of `ttl` granted (or renewed) by the database can be relied on from the
-/// moment its statement was sent: `ttl` less what the database's clock can take from it — its
-/// expiry is kept in whole milliseconds (the grant's millisecond is truncated: up to 1 ms) and
-/// measured by its wall clock, which may run up to 0.1% faster than ours (NTP slews at most
-/// 0.05%) — and 1 ms more to spare. Without it, a waiter looking every millisecond could take
-/// an expired row while its frozen holder still believed its lease good for a fraction of a
-/// millisecond (seen by the nemesis on SQLite).
-pub(crate) fn lease_validity(ttl: Duration) -> Duration {
-    ttl.saturating_sub(ttl / 1000 + Duration::from_millis(2))
-}
-
-fn ms(d: Duration) -> i64 {
-    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
-}
 
 /// What a waiter sees at a look ([`RowLock::state`]).
 struct Look {
@@ -145,23 +128,6 @@ impl Try<'_> {
             Try::Queued(m) => OwnedTry::Queued(m.to_owned()),
             Try::FirstOrJoin(m) => OwnedTry::FirstOrJoin(m.to_owned()),
         }
-    }
-}
-
-/// How an attempt ended.
-#[derive(Debug)]
-enum Taken {
-    /// We hold the lock, with this fencing token.
-    Won(u64),
-    /// Not ours (held, or a place is ahead).
-    Lost,
-    /// Not ours, and we have a place in the queue now (and our bell, if one could be had).
-    Joined(Option<Bell>),
-}
-
-impl From<Option<u64>> for Taken {
-    fn from(won: Option<u64>) -> Self {
-        won.map_or(Taken::Lost, Taken::Won)
     }
 }
 
@@ -817,62 +783,6 @@ impl LockBackend for RowLock {
             _ => LockInfo::free(),
         })
     }
-}
-
-/// A statement bound for the row statements of a dialect.
-type SqlQuery<'a> = sqlx::query::Query<'a, sqlx::Any, sqlx::any::AnyArguments>;
-
-/// Joins the queue of `name` as `member`, or refreshes that place (its lease: [`WAITER_TTL`]).
-fn enqueue_query<'a>(sql: &'a RowStatements, name: &'a str, member: &'a str) -> SqlQuery<'a> {
-    sqlx::query(AssertSqlSafe(sql.enqueue.as_str()))
-        .bind(name)
-        .bind(member)
-        .bind(ms(WAITER_TTL))
-}
-
-/// Runs `f` again after a deadlock or a busy database (fresh statements, 0–5 ms apart, at most
-/// [`MAX_RETRIES`] times); other errors are returned at once.
-pub(crate) async fn retrying<T, F, Fut>(label: &str, name: &str, f: F) -> Result<T, LockError>
-where
-    F: Fn() -> Fut,
-    Fut: std::future::Future<Output = Result<T, Failure>>,
-{
-    for _ in 0..MAX_RETRIES {
-        match f().await {
-            Ok(v) => return Ok(v),
-            Err(Failure::Retry) | Err(Failure::Busy) => {
-                tokio::time::sleep(random_up_to(Duration::from_millis(5))).await
-            }
-            Err(Failure::Error(e)) => return Err(e),
-        }
-    }
-    Err(LockError::backend(
-        label,
-        Some(name),
-        "kept deadlocking with other clients",
-        None,
-    ))
-}
-
-/// Leaves the queue of `row`'s name as `member`, sweeping the name's lapsed places (again
-/// after a deadlock, and when the connection died under it: a place left behind would hold
-/// every other waiter back until it lapsed).
-async fn leave(row: &NamedRow, member: &str) -> Result<u64, LockError> {
-    let (label, name) = (row.label.as_str(), row.name.as_str());
-    let once = || {
-        retrying(label, name, || async {
-            sqlx::query(AssertSqlSafe(row.sql.leave.as_str()))
-                .bind(name)
-                .bind(member)
-                .execute(&row.pool)
-                .await
-                .map(|r| r.rows_affected())
-                .map_err(|e| classify(e, label, Some(name)))
-        })
-    };
-    Ok(resend_on_dead_connection(&row.pool, (label, name), once)
-        .await?
-        .0)
 }
 
 /// A waiter's departure from the queue of `row`'s name as `member`: it leaves its place and
