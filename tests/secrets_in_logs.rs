@@ -2,7 +2,8 @@
 //! password (and locks, renews and releases) and with a wrong one, with every log record of
 //! distlock and of the drivers (`tracing`, and `log` through `tracing-log`) captured at TRACE
 //! level; neither password may appear. Needs `scripts/services.sh up` (its Redis ACL user and
-//! PostgreSQL role `distlock_pw`, password `distlock-pw`).
+//! PostgreSQL role `distlock_pw`, password `distlock-pw`; its TLS Redis, PostgreSQL and MariaDB,
+//! its TLS + auth etcd, and digest users on ZooKeeper).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::Write;
@@ -15,6 +16,11 @@ use distlock::{AcquireOptions, LockError};
 const GOOD: &str = "distlock-pw";
 /// A wrong password (must be refused).
 const WRONG: &str = "s3cret-Wrong-pw";
+/// The passwords of the TLS and authenticated deployments `scripts/services.sh up` starts.
+const TLS_PW: &str = "distlock-tls-pw";
+const ZK_PW: &str = "distlock-zk-pw";
+#[cfg(feature = "etcd")]
+const ETCD_PW: &str = "distlock-etcd-pw";
 
 /// Everything the subscriber writes.
 #[derive(Clone, Default)]
@@ -74,9 +80,22 @@ async fn no_password_is_ever_logged() {
     let opts = AcquireOptions::new()
         .ttl(Duration::from_millis(600))
         .wait(Duration::from_secs(10));
+    let tls = env_or("DISTLOCK_TEST_TLS_DIR", "/tmp/distlock-services/tls");
+    let rediss = |pw: &str| format!("rediss://distlock:{pw}@localhost:16390?ca={tls}/ca.crt");
+    let pg_tls = |pw: &str| {
+        format!("postgres://distlock_tls:{pw}@localhost:15433/distlock?sslmode=verify-full&sslrootcert={tls}/ca.crt")
+    };
+    let mysql_tls = |pw: &str| {
+        format!("mysql://distlock_tls:{pw}@localhost:13307/distlock?ssl-mode=VERIFY_IDENTITY&ssl-ca={tls}/ca.crt")
+    };
+    #[cfg(feature = "etcd")]
+    let etcds = |pw: &str| {
+        format!("etcds://distlock:{pw}@localhost:12579/locks?ca={tls}/ca.crt&cert={tls}/client.crt&key={tls}/client.key")
+    };
 
     // The right password: connect, lock, let the guard renew, release.
-    for url in [
+    #[cfg_attr(not(feature = "etcd"), allow(unused_mut))]
+    let mut right = vec![
         with_credentials(&redis, "distlock_pw", GOOD),
         with_credentials(&redlock, "distlock_pw", GOOD),
         format!("{}?mode=row", with_credentials(&pg, "distlock_pw", GOOD)),
@@ -84,11 +103,18 @@ async fn no_password_is_ever_logged() {
             "{}?mode=for_update",
             with_credentials(&pg, "distlock_pw", GOOD)
         ),
-    ] {
+        rediss(TLS_PW),
+        pg_tls(TLS_PW),
+        mysql_tls(TLS_PW),
+        format!("zk://distlock:{ZK_PW}@127.0.0.1:12181"),
+    ];
+    #[cfg(feature = "etcd")]
+    right.push(etcds(ETCD_PW));
+    for url in right {
         let lock = match distlock::connect(&url).await {
             Ok(l) => l,
             Err(e) => {
-                panic!("the services' password user was refused ({e}); run scripts/services.sh up")
+                panic!("the services' password user was refused at {} ({e}); run scripts/services.sh up", distlock_core::backend::redact(&url))
             }
         };
         let name = format!("pw-{}", &distlock_core::backend::owner_token()[..10]);
@@ -98,15 +124,26 @@ async fn no_password_is_ever_logged() {
         g.release().await.unwrap();
     }
 
-    // A wrong password: refused with a typed error.
-    for url in [
+    // A wrong password: refused with a typed error (ZooKeeper's digest accepts any password:
+    // tests distlock-zk/tests/auth.rs show where one is refused).
+    #[cfg_attr(not(feature = "etcd"), allow(unused_mut))]
+    let mut wrong = vec![
         with_credentials(&redis, "distlock_pw", WRONG),
         with_credentials(&redlock, "distlock_pw", WRONG),
         with_credentials(&pg, "distlock_pw", WRONG),
         with_credentials(&mysql, "root", WRONG),
-    ] {
+        rediss(WRONG),
+        pg_tls(WRONG),
+        mysql_tls(WRONG),
+    ];
+    #[cfg(feature = "etcd")]
+    wrong.push(etcds(WRONG));
+    for url in wrong {
         let Err(e) = distlock::connect(&url).await else {
-            panic!("a wrong password was accepted");
+            panic!(
+                "a wrong password was accepted: {}",
+                distlock_core::backend::redact(&url)
+            );
         };
         assert!(matches!(e, LockError::InvalidConfig { .. }), "{e:?}");
         tracing::info!(error = %e, debug = ?e, "refused as expected");
@@ -119,7 +156,14 @@ async fn no_password_is_ever_logged() {
             && text.contains("refused as expected"),
         "the capture saw no records; the test would prove nothing:\n{text}"
     );
-    for secret in [GOOD, WRONG] {
+    for secret in [
+        GOOD,
+        WRONG,
+        TLS_PW,
+        ZK_PW,
+        #[cfg(feature = "etcd")]
+        ETCD_PW,
+    ] {
         if let Some(at) = text.find(secret) {
             let from = text[..at].rfind('\n').map_or(0, |i| i + 1);
             let to = text[at..].find('\n').map_or(text.len(), |i| at + i);
