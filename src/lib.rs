@@ -31,6 +31,7 @@
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+pub mod blocking;
 mod config;
 mod configured;
 pub mod fence;
