@@ -31,6 +31,7 @@
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+pub mod blocking;
 mod config;
 mod configured;
 pub mod fence;
@@ -44,10 +45,11 @@ pub use config::LockConfig;
 pub use distlock_core::metrics;
 pub use distlock_core::operator::{DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT};
 pub use distlock_core::{
-    elect, elect_with, Access, AcquireOptions, BoxError, Broken, Capabilities, CrashRelease,
-    DistributedLock, DistributedRwLock, DistributedSemaphore, Leader, Leadership, Listed, Listing,
-    LockContext, LockError, LockExt, LockGuard, LockInfo, MultiGuard, RwLockInfo, Secret,
-    SecretUrl, SemaphoreInfo, Wakeup, DEFAULT_TTL, MAX_IDENTITY_BYTES, MAX_PERMITS,
+    elect, elect_with, observe, observe_every, Access, AcquireOptions, BoxError, Broken,
+    Capabilities, CrashRelease, DistributedLock, DistributedRwLock, DistributedSemaphore, Leader,
+    LeaderChange, LeaderChanges, Leadership, Listed, Listing, LockContext, LockError, LockExt,
+    LockGuard, LockInfo, MultiGuard, RwLockInfo, Secret, SecretUrl, SemaphoreInfo, Wakeup,
+    DEFAULT_TTL, MAX_IDENTITY_BYTES, MAX_PERMITS,
 };
 
 /// Typed configuration structs for people who prefer code to URLs: each parses the same URL

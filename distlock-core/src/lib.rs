@@ -10,7 +10,7 @@
 //! * [`LockExt`] ([`recipes`]): work that stops when its lock is lost (`run_locked`) and
 //!   several locks all-or-nothing without deadlock (`acquire_all` → [`MultiGuard`]), on every
 //!   backend; leader election ([`elect`] → [`Leadership`], [`DistributedLock::leader`] for
-//!   observers).
+//!   observers, [`observe()`] → [`LeaderChanges`] for a stream of leader changes).
 //! * [`DistributedSemaphore`] (at most N holders of a name) and [`DistributedRwLock`] (many
 //!   readers or one writer, writers not starved): guards of the same kind, tokens from the
 //!   name's one counter.
@@ -62,7 +62,10 @@ pub use lock::DistributedLock;
 pub use operator::{Broken, Listed, Listing};
 pub use options::{validate_identity, MAX_IDENTITY_BYTES};
 pub use options::{AcquireOptions, DEFAULT_TTL};
-pub use recipes::{elect, elect_with, Leadership, LockExt, MultiGuard};
+pub use recipes::{
+    elect, elect_with, observe, observe_every, LeaderChange, LeaderChanges, Leadership, LockExt,
+    MultiGuard,
+};
 pub use rwlock::DistributedRwLock;
 pub use secret::{Secret, SecretUrl};
 pub use semaphore::{DistributedSemaphore, MAX_PERMITS};

@@ -78,6 +78,7 @@ macro_rules! conformance_suite {
             acquire_all_is_all_or_nothing,
             election_one_leader_at_a_time,
             election_loss_ends_leadership,
+            election_observe_yields_each_leader,
         );
     };
     (@cases $harness:expr; $($case:ident),* $(,)?) => {

@@ -269,3 +269,70 @@ pub async fn election_loss_ends_leadership(h: &dyn Harness) {
     b.resign().await.unwrap();
     wait_for_no_traces(h, &group, Duration::from_secs(10)).await;
 }
+
+/// The next value of `changes` within a bound, checked against the one before it (`last`):
+/// never the same twice in a row.
+async fn next_leader(
+    changes: &mut crate::LeaderChanges,
+    last: &mut Option<Option<crate::Leader>>,
+    backend: &str,
+) -> Option<crate::Leader> {
+    let bound = Duration::from_secs(20);
+    let now = match tokio::time::timeout(bound, changes.next()).await {
+        Ok(Some(Ok(now))) => now,
+        Ok(Some(Err(e))) => panic!("{backend}: observe yielded an error: {e}"),
+        Ok(None) => panic!("{backend}: observe ended"),
+        Err(_) => panic!("{backend}: observe yielded nothing within {bound:?}"),
+    };
+    assert_ne!(
+        last.as_ref(),
+        Some(&now),
+        "{backend}: observe yielded the same value twice in a row"
+    );
+    *last = Some(now.clone());
+    now
+}
+
+/// `observe` yields the current leader first, then each change: nobody, A, (nobody,) B with a
+/// higher token than A's, nobody after B resigns; never one value twice in a row. Where the
+/// backend records no holder identity, its one item is `Unsupported`.
+pub async fn election_observe_yields_each_leader(h: &dyn Harness) {
+    let (c1, c2, watcher) = (h.client().await, h.client().await, h.client().await);
+    let backend = watcher.backend_name().to_owned();
+    let group = unique_name("observe");
+    let every = Duration::from_millis(50);
+    let mut changes = crate::observe_every(Arc::clone(&watcher), &group, every).unwrap();
+    if !watcher.capabilities().holder_identity {
+        let first = changes.next().await;
+        assert!(
+            matches!(first, Some(Err(LockError::Unsupported { .. }))),
+            "{backend}: observe without holder identities gave {first:?}"
+        );
+        assert!(changes.next().await.is_none(), "{backend}: did not end");
+        return;
+    }
+    let mut last = None;
+    assert_eq!(next_leader(&mut changes, &mut last, &backend).await, None);
+
+    let o = opts().wait(Duration::from_secs(60));
+    let a = crate::elect_with(Arc::clone(&c1), &group, "a", &o).unwrap();
+    let ta = a.await_leadership().await.unwrap();
+    let seen = next_leader(&mut changes, &mut last, &backend).await;
+    assert_eq!(seen, Some(crate::Leader::new("a", ta)), "{backend}");
+
+    let b = crate::elect_with(Arc::clone(&c2), &group, "b", &o).unwrap();
+    a.resign().await.unwrap();
+    let tb = b.await_leadership().await.unwrap();
+    assert!(tb > ta, "{backend}: token {tb} not above {ta}");
+    // The hand-over may show an interregnum first, never anyone but B after A.
+    let mut seen = next_leader(&mut changes, &mut last, &backend).await;
+    if seen.is_none() {
+        seen = next_leader(&mut changes, &mut last, &backend).await;
+    }
+    assert_eq!(seen, Some(crate::Leader::new("b", tb)), "{backend}");
+
+    b.resign().await.unwrap();
+    assert_eq!(next_leader(&mut changes, &mut last, &backend).await, None);
+    drop(changes);
+    wait_for_no_traces(h, &group, Duration::from_secs(10)).await;
+}

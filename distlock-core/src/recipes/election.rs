@@ -6,9 +6,9 @@
 //! every earlier leader's, and a [`Leadership::lost`] signal that fires when the lease,
 //! session or connection behind it ends. The leader's identity is recorded with the lock
 //! ([`crate::AcquireOptions::holder`]), so observers ask [`crate::DistributedLock::leader`] who
-//! leads without campaigning. A store with a native election recipe answers both calls with
-//! it (ZooKeeper: Apache Curator's `LeaderLatch` layout, so Java and Rust participants elect one
-//! leader together).
+//! leads without campaigning, or follow each change with [`super::observe()`]. A store with a
+//! native election recipe answers both calls with it (ZooKeeper: Apache Curator's
+//! `LeaderLatch` layout, so Java and Rust participants elect one leader together).
 //!
 //! # What it does not guarantee
 //! Leadership is a lease. A leader that is paused (GC, SIGSTOP, a slow disk) past its lease or

@@ -1,10 +1,12 @@
 //! What users build on the mutex, written once on the [`DistributedLock`] contract so it runs
 //! on every store: work that stops when its lock is lost ([`LockExt::run_locked`]) and several
 //! locks taken all-or-nothing without deadlock ([`LockExt::acquire_all`]), and leader election
-//! ([`election`]: [`elect`], [`Leadership`], [`crate::DistributedLock::leader`]).
+//! ([`election`]: [`elect`], [`Leadership`], [`crate::DistributedLock::leader`], and
+//! [`observe()`] for a stream of leader changes).
 
 pub mod election;
 pub mod multi;
+pub mod observe;
 pub mod scoped;
 
 use std::future::Future;
@@ -15,6 +17,7 @@ use crate::{AcquireOptions, DistributedLock, LockContext, LockError};
 
 pub use election::{elect, elect_with, Leadership};
 pub use multi::MultiGuard;
+pub use observe::{observe, observe_every, LeaderChange, LeaderChanges};
 
 /// The recipes, for every [`DistributedLock`] (including `Arc<dyn DistributedLock>`): bring
 /// the trait into scope (`use distlock::LockExt;`).
