@@ -56,12 +56,23 @@ pub mod postgres {
     use super::*;
     use sqlx::PgConnection;
 
-    /// Creates the fence table and the `distlock_fence` function if missing.
+    /// The advisory lock that serializes installs: PostgreSQL fails concurrent
+    /// `CREATE OR REPLACE FUNCTION`s of one function ("tuple concurrently updated"), and
+    /// concurrent `CREATE TABLE IF NOT EXISTS` can fail too.
+    const INSTALL_LOCK: i64 = 0x646c_6665_6e63_6500; // "dlfence\0"
+
+    /// Creates the fence table and the `distlock_fence` function if missing. Installs from
+    /// several processes at once are serialized (a transaction-scoped advisory lock).
     pub async fn install(pool: &sqlx::PgPool) -> Result<(), sqlx::Error> {
+        let mut tx = pool.begin().await?;
+        sqlx::query("SELECT pg_advisory_xact_lock($1)")
+            .bind(INSTALL_LOCK)
+            .execute(&mut *tx)
+            .await?;
         sqlx::query(
             "CREATE TABLE IF NOT EXISTS distlock_fences (resource TEXT PRIMARY KEY, token BIGINT NOT NULL)",
         )
-        .execute(pool)
+        .execute(&mut *tx)
         .await?;
         sqlx::query(
             "CREATE OR REPLACE FUNCTION distlock_fence(p_resource TEXT, p_token BIGINT) RETURNS BIGINT \
@@ -73,9 +84,9 @@ pub mod postgres {
              'distlock fence: token % for % is stale, % already seen', p_token, p_resource, seen; \
              END IF; RETURN seen; END $$",
         )
-        .execute(pool)
+        .execute(&mut *tx)
         .await?;
-        Ok(())
+        tx.commit().await
     }
 
     /// Raises `resource`'s fence to `token` in the caller's transaction, or refuses with

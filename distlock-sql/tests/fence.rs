@@ -29,6 +29,23 @@ fenced_register_case!(postgres_refuses_a_stalled_holders_write, postgres, Postgr
 fenced_register_case!(mysql_refuses_a_stalled_holders_write, mysql, MySql);
 fenced_register_case!(sqlite_refuses_a_stalled_holders_write, sqlite, Sqlite);
 
+/// Installs racing each other (several instances of an application starting at once) all
+/// succeed: PostgreSQL refuses concurrent `CREATE OR REPLACE FUNCTION`s of one function
+/// ("tuple concurrently updated") unless they are serialized.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_installs_may_race() {
+    let pool = sqlx::PgPool::connect(&postgres_url()).await.unwrap();
+    let installs: Vec<_> = (0..8)
+        .map(|_| {
+            let pool = pool.clone();
+            tokio::spawn(async move { fence::postgres::install(&pool).await })
+        })
+        .collect();
+    for i in installs {
+        i.await.unwrap().expect("a racing install failed");
+    }
+}
+
 /// The shell form under `distlock exec`: a `psql` transaction that calls `distlock_fence`
 /// aborts when the token is stale, so its `UPDATE` never lands.
 #[tokio::test]
