@@ -128,7 +128,7 @@ impl RawClient {
                     .into(),
             ),
             Raw::RedisSetDel => {
-                let hosts = t
+                let authority = t
                     .url
                     .split("://")
                     .nth(1)
@@ -136,10 +136,14 @@ impl RawClient {
                     .split(['/', '?'])
                     .next()
                     .unwrap_or("");
+                let hosts = authority.rsplit('@').next().unwrap_or("");
                 let mut nodes = Vec::new();
                 for h in hosts.split(',') {
-                    let client =
-                        redis::Client::open(format!("redis://{h}")).map_err(|e| e.to_string())?;
+                    let client = if t.url.starts_with("rediss://") {
+                        tls_client(&t.url, h)?
+                    } else {
+                        redis::Client::open(format!("redis://{h}")).map_err(|e| e.to_string())?
+                    };
                     nodes.push(
                         client
                             .get_multiplexed_async_connection()
@@ -338,4 +342,39 @@ impl KindName for AnyPool {
             _ => "MySQL",
         }
     }
+}
+
+/// A redis-rs client of `host` over TLS as a `rediss://` target URL says (its user, `ca=` and
+/// `password_file=`), so the raw primitive pays the same TLS as distlock.
+fn tls_client(url: &str, host: &str) -> Result<redis::Client, String> {
+    let query = url.split_once('?').map(|(_, q)| q).unwrap_or("");
+    let param = |k: &str| {
+        url::form_urlencoded::parse(query.as_bytes())
+            .find(|(key, _)| key == k)
+            .map(|(_, v)| v.into_owned())
+    };
+    let read = |k: &str| -> Result<Option<Vec<u8>>, String> {
+        param(k)
+            .map(|p| std::fs::read(&p).map_err(|e| format!("{k}={p}: {e}")))
+            .transpose()
+    };
+    let user = url
+        .split("://")
+        .nth(1)
+        .and_then(|r| r.split_once('@'))
+        .map(|(u, _)| u.to_owned());
+    let password = read("password_file")?.map(|p| String::from_utf8_lossy(&p).trim().to_owned());
+    let auth = match (user, password) {
+        (Some(u), Some(p)) => format!("{u}:{p}@"),
+        (None, Some(p)) => format!(":{p}@"),
+        (Some(u), None) => format!("{u}@"),
+        (None, None) => String::new(),
+    };
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let certs = redis::TlsCertificates {
+        client_tls: None,
+        root_cert: read("ca")?,
+    };
+    redis::Client::build_with_tls(format!("rediss://{auth}{host}"), certs)
+        .map_err(|e| e.to_string())
 }

@@ -43,12 +43,20 @@ pub fn all_service_urls() -> Vec<String> {
         "mysql://root@127.0.0.1:13306/distlock?mode=for_update".into(),
         "mysql://root@127.0.0.1:13306/distlock?mode=advisory".into(),
         "redis://127.0.0.1:16379".into(),
+        redis_tls_url(),
         "redlock://127.0.0.1:17001,127.0.0.1:17002,127.0.0.1:17003,127.0.0.1:17004,127.0.0.1:17005"
             .into(),
         "zk://127.0.0.1:12181".into(),
         #[cfg(feature = "etcd")]
         "etcd://127.0.0.1:12379".into(),
     ]
+}
+
+/// The TLS-only Redis `scripts/services.sh up` starts (16390): beside `redis`, the cost of TLS.
+fn redis_tls_url() -> String {
+    let dir = std::env::var("DISTLOCK_TEST_TLS_DIR")
+        .unwrap_or_else(|_| "/tmp/distlock-services/tls".into());
+    format!("rediss://distlock@localhost:16390?ca={dir}/ca.crt&password_file={dir}/redis-password")
 }
 
 /// Builds the target for a URL.
@@ -76,6 +84,7 @@ pub fn target(url: &str) -> Result<Target, LockError> {
             }
         }
         "redis" => ("redis".to_owned(), Raw::RedisSetDel),
+        "rediss" => ("redis-tls".to_owned(), Raw::RedisSetDel),
         "redlock" => ("redlock".to_owned(), Raw::RedisSetDel),
         "zk" | "zookeeper" => ("zookeeper".to_owned(), Raw::ZkCreateDelete),
         "etcd" => {
@@ -130,6 +139,7 @@ mod tests {
             "postgres-advisory",
             "mysql-advisory",
             "redis",
+            "redis-tls",
             "redlock",
             "zookeeper",
             #[cfg(feature = "etcd")]
