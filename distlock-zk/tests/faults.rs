@@ -269,7 +269,7 @@ async fn bad_input_gives_typed_errors_and_no_stray_nodes() {
         "zk://h:1?bogus=1",
         "zk://h:1?session_timeout=abc",
         "zk://h:99999",
-        "zk://u:pw@h:1",
+        "zk://u@h:1",
         "zk://h:1?base=/x/lock-0000000001",
     ] {
         assert!(
