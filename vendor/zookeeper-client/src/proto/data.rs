@@ -4,12 +4,7 @@ use super::stat::Stat;
 use crate::acl::Acls;
 use crate::chroot::ChrootPath;
 use crate::record::{
-    DeserializableRecord,
-    DeserializeError,
-    DynamicRecord,
-    ReadingBuf,
-    SerializableRecord,
-    StaticRecord,
+    DeserializableRecord, DeserializeError, DynamicRecord, ReadingBuf, SerializableRecord, StaticRecord,
 };
 
 pub struct SyncRequest<'a> {

@@ -186,16 +186,8 @@ mod tests {
     use futures_rustls::{TlsAcceptor, TlsStream};
     use notify::{Event, RecursiveMode, Watcher};
     use rcgen::{
-        Certificate,
-        CertificateParams,
-        CertificateRevocationList,
-        CertificateRevocationListParams,
-        CertifiedKey,
-        Issuer,
-        KeyIdMethod,
-        KeyPair,
-        RevokedCertParams,
-        SerialNumber,
+        Certificate, CertificateParams, CertificateRevocationList, CertificateRevocationListParams, CertifiedKey,
+        Issuer, KeyIdMethod, KeyPair, RevokedCertParams, SerialNumber,
     };
     use rustls::server::{ServerConfig, WebPkiClientVerifier};
     use rustls::RootCertStore;
