@@ -10,21 +10,14 @@ mod support;
 
 use std::time::Duration;
 
-use distlock_core::conformance::refusals::refused;
-use distlock_core::{AcquireOptions, LockError};
+use distlock_core::conformance::refusals::{connect_and_lock, refused};
+use distlock_core::LockError;
 use support::*;
 
 const PASSWORD: &str = "distlock-etcd-pw";
 
 async fn try_url(url: &str) -> Result<(), LockError> {
-    let lock = distlock_etcd::connect(url).await?;
-    let g = lock
-        .acquire(
-            &unique("secure"),
-            &AcquireOptions::new().wait(Duration::from_secs(2)),
-        )
-        .await?;
-    g.release().await
+    connect_and_lock(distlock_etcd::connect(url), Duration::from_secs(2)).await
 }
 
 async fn check(url: &str, what: &str, expect: &[&str]) {

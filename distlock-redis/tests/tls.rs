@@ -7,9 +7,11 @@
 
 mod support;
 
+use distlock_core::conformance::refusals::connect_and_lock;
+
 use std::time::{Duration, Instant};
 
-use distlock_core::{AcquireOptions, LockError};
+use distlock_core::LockError;
 use support::*;
 
 const PASSWORD: &str = "distlock-tls-pw";
@@ -23,16 +25,9 @@ fn url(host: &str, query: &str) -> String {
     )
 }
 
-/// Connects and takes a lock: the error, if any, with how long it took.
+/// Connects and takes a lock: the error, if any.
 async fn try_url(url: &str) -> Result<(), LockError> {
-    let lock = distlock_redis::connect(url).await?;
-    let g = lock
-        .acquire(
-            &unique("tls"),
-            &AcquireOptions::new().wait(Duration::from_secs(1)),
-        )
-        .await?;
-    g.release().await
+    connect_and_lock(distlock_redis::connect(url), Duration::from_secs(1)).await
 }
 
 async fn refused(url: &str, what: &str, expect: &[&str]) {

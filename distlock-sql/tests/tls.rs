@@ -7,22 +7,17 @@
 
 mod support;
 
+use distlock_core::conformance::refusals::connect_and_lock;
+
 use std::time::Duration;
 
-use distlock_core::{AcquireOptions, LockError};
+use distlock_core::LockError;
 use support::*;
 
 const PASSWORD: &str = "distlock-tls-pw";
 
 async fn try_url(url: &str) -> Result<(), LockError> {
-    let lock = distlock_sql::connect(url).await?;
-    let g = lock
-        .acquire(
-            &format!("tls-{}", &distlock_core::backend::owner_token()[..10]),
-            &AcquireOptions::new().wait(Duration::from_secs(1)),
-        )
-        .await?;
-    g.release().await
+    connect_and_lock(distlock_sql::connect(url), Duration::from_secs(1)).await
 }
 
 async fn refused(url: &str, what: &str, expect: &[&str]) {

@@ -9,8 +9,8 @@ mod support;
 
 use std::time::Duration;
 
-use distlock_core::conformance::refusals::refused;
-use distlock_core::{AcquireOptions, LockError};
+use distlock_core::conformance::refusals::{connect_and_lock, refused};
+use distlock_core::LockError;
 use support::*;
 use zookeeper_client::{Acl, Acls, Client, CreateMode, Error, Permission};
 
@@ -87,14 +87,7 @@ async fn a_wrong_password_is_refused_where_an_acl_names_the_user() {
         )
     };
     let attempt = |u: String| async move {
-        let lock = distlock_zk::connect(&u).await?;
-        let g = lock
-            .acquire(
-                &unique("authlock"),
-                &AcquireOptions::new().wait(Duration::from_secs(2)),
-            )
-            .await?;
-        g.release().await
+        connect_and_lock(distlock_zk::connect(&u), Duration::from_secs(2)).await
     };
     attempt(url(&zk_password())).await.unwrap();
     refused(

@@ -3,9 +3,10 @@
 
 use std::future::Future;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::LockError;
+use crate::{AcquireOptions, DistributedLock, LockError};
 
 /// Where `scripts/services.sh up` keeps the private CA and certificates
 /// (`DISTLOCK_TEST_TLS_DIR`, as `scripts/services.sh urls` prints it).
@@ -13,6 +14,20 @@ pub fn tls_dir() -> PathBuf {
     std::env::var("DISTLOCK_TEST_TLS_DIR")
         .unwrap_or_else(|_| "/tmp/distlock-services/tls".into())
         .into()
+}
+
+/// Connects with `connect`, takes a fresh name (waiting at most `wait`) and releases it: what a
+/// refused connection must fail at, whether the store refuses at connect or at first use.
+pub async fn connect_and_lock<F>(connect: F, wait: Duration) -> Result<(), LockError>
+where
+    F: Future<Output = Result<Arc<dyn DistributedLock>, LockError>>,
+{
+    let lock = connect.await?;
+    let name = super::unique_name("refusal");
+    let g = lock
+        .acquire(&name, &AcquireOptions::new().wait(wait))
+        .await?;
+    g.release().await
 }
 
 /// Runs `attempt` (connect and lock) and asserts it fails within `limit` with
