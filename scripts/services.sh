@@ -2,6 +2,7 @@
 # Private store instances on loopback for distlock's tests and benchmarks.
 #
 #   scripts/services.sh up|down|status [service…]   services: redis redlock zk zk-ensemble zk-netns postgres mysql etcd etcd-cluster
+#     redis-tls postgres-tls mysql-tls etcd-secure redis-sentinel
 #   scripts/services.sh stop-one NAME | start-one NAME | pid NAME   (NAME: redis-17003, zk-12282, etcd-12489, …)
 #   scripts/services.sh netns-cut A B | netns-heal A B   (cut / heal zk-netns members A and B)
 #   (stop-one/start-one/pid also take zkns-N, a zk-netns member)
@@ -19,7 +20,8 @@
 # role distlock_pw / password distlock-pw that must authenticate; the same user exists on every
 # Redis), MariaDB 13306, etcd 12379 (peer 12380) and a 3-member etcd cluster on client ports
 # 12479, 12489, 12499 (peers 12480, 12490, 12500), and redis-py in a venv under $DIR/redis-py (the
-# interop partner of distlock-redis/tests/redis_py.rs and a bench peer). `up` also installs protoc
+# interop partner of distlock-redis/tests/redis_py.rs and a bench peer), a Sentinel set (master
+# 16400, replicas 16401-16402, sentinels 26400-26402, master name `distlock`). `up` also installs protoc
 # (protobuf-compiler), which distlock-etcd's build needs (scripts/test.sh builds --all-features).
 set -euo pipefail
 
@@ -37,6 +39,8 @@ REDIS_TLS_PORT=16390                     # TLS only, ACL user + password
 PG_TLS_PORT=15433                        # PostgreSQL that requires TLS
 MYSQL_TLS_PORT=13307                     # MariaDB that requires TLS
 ETCD_SECURE_PORT=12579                   # TLS + authentication (peer 12580)
+SENTINEL_REDIS_PORTS=(16400 16401 16402) # Sentinel-managed: master, two replicas
+SENTINEL_PORTS=(26400 26401 26402)       # the sentinels watching master set "distlock"
 WAIT_SECS="${DISTLOCK_SERVICES_WAIT:-90}"
 # The zk-netns ensemble: namespaces $NETNS_PREFIX1..3 on $NETNS_NET.0/24, bridge $NETNS_BRIDGE.
 NETNS_NET=10.231.0
@@ -56,6 +60,7 @@ case "${DISTLOCK_SERVICES_SET:-default}" in
     ZK_PORT=13181; ZK_ENSEMBLE_PORTS=(13281 13282 13283)
     PG_PORT=16432; MYSQL_PORT=14306
     REDIS_TLS_PORT=17390; PG_TLS_PORT=16433; MYSQL_TLS_PORT=14307; ETCD_SECURE_PORT=13579
+    SENTINEL_REDIS_PORTS=(17400 17401 17402); SENTINEL_PORTS=(27400 27401 27402)
     ETCD_PORT=13379; ETCD_CLUSTER_PORTS=(13479 13489 13499)
     NETNS_NET=10.231.1; NETNS_PREFIX=dl-zkc; NETNS_BRIDGE=dlbrc0; NETNS_VETH=dlzc ;;
   *) die "unknown DISTLOCK_SERVICES_SET '${DISTLOCK_SERVICES_SET}' (known: default, chaos)" ;;
@@ -137,7 +142,7 @@ redis_start() {
     kill -9 "$pid" 2>/dev/null || true
   fi
   rm -f "$(redis_pidfile "$port")"
-  local extra=()
+  local extra=("${@:2}")
   [ "$port" = "$REDIS_REPLICA_PORT" ] && extra=(--replicaof 127.0.0.1 "$REDIS_PORT")
   redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --daemonize yes \
     --pidfile "$(redis_pidfile "$port")" --logfile "$d/redis.log" --dir "$d" \
@@ -161,6 +166,60 @@ redis_stop() {
   local pid; pid=$(pidof_file "$(redis_pidfile "$1")")
   if ours "$pid" ":$1"; then kill -9 "$pid" 2>/dev/null || true; fi
   rm -f "$(redis_pidfile "$1")"
+}
+
+# --- Redis Sentinel: a master, two replicas and three sentinels (quorum 2) ------------------
+# A failover is noticed within 1 s (down-after-milliseconds). `up` keeps a healthy deployment as
+# it is (its master may have moved); if any of the six is down, all six start again from fresh
+# configuration files, the master on the first port.
+sentinel_dir() { echo "$DIR/sentinel-$1"; }
+sentinel_ok() { redis-cli -h 127.0.0.1 -p "$1" sentinel get-master-addr-by-name distlock 2>/dev/null | grep -q '^[0-9]'; }
+sentinel_all_ok() {
+  local p; for p in "${SENTINEL_REDIS_PORTS[@]}"; do redis_ok "$p" || return 1; done
+  for p in "${SENTINEL_PORTS[@]}"; do sentinel_ok "$p" || return 1; done
+  # The master is one of the set and every replica is linked to it.
+  local m; m=$(redis-cli -p "${SENTINEL_PORTS[0]}" sentinel get-master-addr-by-name distlock 2>/dev/null | sed -n 2p)
+  [ "$(redis-cli -p "$m" info replication 2>/dev/null | grep -c '^slave[0-9].*state=online')" = 2 ]
+}
+sentinel_stop_all() {
+  local p pid
+  for p in "${SENTINEL_PORTS[@]}"; do
+    pid=$(pidof_file "$(sentinel_dir "$p")/sentinel.pid")
+    if ours "$pid" ":$p"; then kill -9 "$pid" 2>/dev/null || true; fi
+    rm -f "$(sentinel_dir "$p")/sentinel.pid"
+  done
+  for p in "${SENTINEL_REDIS_PORTS[@]}"; do redis_stop "$p"; done
+}
+sentinel_up() {
+  ensure_pkg redis-server redis-server
+  local p
+  for p in "${SENTINEL_REDIS_PORTS[@]}" "${SENTINEL_PORTS[@]}"; do
+    local pid; pid=$(pidof_file "$(redis_pidfile "$p")"); [ -n "$pid" ] && resumed "$pid"
+    pid=$(pidof_file "$(sentinel_dir "$p")/sentinel.pid"); [ -n "$pid" ] && resumed "$pid"
+  done
+  sentinel_all_ok && return 0
+  sentinel_stop_all
+  local master=${SENTINEL_REDIS_PORTS[0]}
+  redis_start "$master"
+  for p in "${SENTINEL_REDIS_PORTS[@]:1}"; do redis_start "$p" --replicaof 127.0.0.1 "$master"; done
+  for p in "${SENTINEL_PORTS[@]}"; do
+    local d; d=$(sentinel_dir "$p"); mkdir -p "$d"
+    cat >"$d/sentinel.conf" <<CONF
+port $p
+bind 127.0.0.1
+daemonize yes
+pidfile $d/sentinel.pid
+logfile $d/sentinel.log
+dir $d
+sentinel monitor distlock 127.0.0.1 $master 2
+sentinel down-after-milliseconds distlock 1000
+sentinel failover-timeout distlock 5000
+sentinel parallel-syncs distlock 2
+CONF
+    redis-server "$d/sentinel.conf" --sentinel >/dev/null
+  done
+  for p in "${SENTINEL_PORTS[@]}"; do wait_until "sentinel on $p" "$(sentinel_dir "$p")/sentinel.log" sentinel_ok "$p"; done
+  wait_until "the sentinel set's replicas" "$(sentinel_dir "${SENTINEL_PORTS[0]}")/sentinel.log" sentinel_all_ok
 }
 
 # --- TLS: a private CA and certificates (openssl) -------------------------------------------
@@ -658,12 +717,13 @@ etcd_role() { # leader|follower, from the member's own status
 }
 
 # --- per-service dispatch --------------------------------------------------------------------
-ALL=(redis redlock zk zk-ensemble zk-netns postgres mysql etcd etcd-cluster redis-tls postgres-tls mysql-tls etcd-secure)
+ALL=(redis redlock zk zk-ensemble zk-netns postgres mysql etcd etcd-cluster redis-tls postgres-tls mysql-tls etcd-secure redis-sentinel)
 
 svc_up() {
   case $1 in
     redis) redis_start "$REDIS_PORT"; redis_start "$REDIS_REPLICA_PORT"; redis_py_venv ;;
     redis-tls) redis_tls_up ;;
+    redis-sentinel) sentinel_up ;;
     redlock) for p in "${REDLOCK_PORTS[@]}"; do redis_start "$p"; done ;;
     zk) tls_up; zk_start "$ZK_PORT"; zk_wait "$ZK_PORT" ;;
     zk-ensemble)
@@ -695,6 +755,7 @@ svc_down() {
   case $1 in
     redis) redis_stop "$REDIS_REPLICA_PORT"; redis_stop "$REDIS_PORT" ;;
     redis-tls) redis_stop "$REDIS_TLS_PORT" ;;
+    redis-sentinel) sentinel_stop_all ;;
     redlock) for p in "${REDLOCK_PORTS[@]}"; do redis_stop "$p"; done ;;
     zk) zk_stop "$ZK_PORT" ;;
     zk-ensemble) for p in "${ZK_ENSEMBLE_PORTS[@]}"; do zk_stop "$p"; done ;;
@@ -714,6 +775,7 @@ svc_status() { # prints lines, returns non-zero if any is down
   case $1 in
     redis) for p in "$REDIS_PORT" "$REDIS_REPLICA_PORT"; do if redis_ok "$p"; then echo "redis $p up"; else echo "redis $p down"; bad=1; fi; done ;;
     redis-tls) if redis_tls_ok; then echo "redis-tls $REDIS_TLS_PORT up"; else echo "redis-tls $REDIS_TLS_PORT down"; bad=1; fi ;;
+    redis-sentinel) if sentinel_all_ok; then echo "redis-sentinel ${SENTINEL_PORTS[*]} up (master $(redis-cli -p "${SENTINEL_PORTS[0]}" sentinel get-master-addr-by-name distlock | sed -n 2p))"; else echo "redis-sentinel ${SENTINEL_PORTS[*]} down"; bad=1; fi ;;
     redlock) for p in "${REDLOCK_PORTS[@]}"; do if redis_ok "$p"; then echo "redlock $p up"; else echo "redlock $p down"; bad=1; fi; done ;;
     zk) if zk_ok "$ZK_PORT"; then echo "zk $ZK_PORT up"; else echo "zk $ZK_PORT down"; bad=1; fi ;;
     zk-ensemble) for p in "${ZK_ENSEMBLE_PORTS[@]}"; do if zk_ok "$p"; then echo "zk-ensemble $p up ($(tcp_say "$p" srvr | sed -n 's/^Mode: //p'))"; else echo "zk-ensemble $p down"; bad=1; fi; done ;;
@@ -758,6 +820,7 @@ DISTLOCK_TEST_REDIS_TLS_URL=rediss://distlock@localhost:$REDIS_TLS_PORT?ca=$TLS/
 DISTLOCK_TEST_POSTGRES_TLS_URL=postgres://distlock_tls@localhost:$PG_TLS_PORT/distlock?sslmode=verify-full&sslrootcert=$TLS/ca.crt&password_file=$TLS/sql-password
 DISTLOCK_TEST_MYSQL_TLS_URL=mysql://distlock_tls@localhost:$MYSQL_TLS_PORT/distlock?ssl-mode=VERIFY_IDENTITY&ssl-ca=$TLS/ca.crt&password_file=$TLS/sql-password
 DISTLOCK_TEST_ETCD_SECURE_URL=etcds://distlock@localhost:$ETCD_SECURE_PORT/locks?ca=$TLS/ca.crt&cert=$TLS/client.crt&key=$TLS/client.key&password_file=$TLS/etcd-password
+DISTLOCK_TEST_REDIS_SENTINEL_URL=redis+sentinel://$(printf '127.0.0.1:%s,' "${SENTINEL_PORTS[@]}" | sed 's/,$//')/distlock
 DISTLOCK_TEST_ZK_AUTH_URL=zk://distlock@127.0.0.1:$ZK_PORT?password_file=$TLS/zk-password
 DISTLOCK_TEST_TLS_DIR=$TLS
 DISTLOCK_REDIS_PY=$DIR/redis-py/bin/python

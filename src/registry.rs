@@ -74,7 +74,7 @@ pub fn backends() -> Vec<Backend> {
         ),
         backend!(
             "redis",
-            &["redis", "rediss", "redlock"],
+            &["redis", "rediss", "redlock", "redis+sentinel"],
             distlock_redis::connect,
             distlock_redis::connect_semaphore,
             distlock_redis::connect_rwlock
@@ -182,10 +182,10 @@ mod tests {
                     #[cfg(feature = "redis")]
                     "redis" => distlock_redis::RedisConfig::from_url(&format!(
                         "{scheme}://{}",
-                        if *scheme == "redlock" {
-                            "127.0.0.1:1,127.0.0.1:2,127.0.0.1:3"
-                        } else {
-                            "127.0.0.1:1"
+                        match *scheme {
+                            "redlock" => "127.0.0.1:1,127.0.0.1:2,127.0.0.1:3",
+                            "redis+sentinel" => "127.0.0.1:1/mymaster",
+                            _ => "127.0.0.1:1",
                         }
                     ))
                     .map(drop),

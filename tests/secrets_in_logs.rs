@@ -69,6 +69,10 @@ async fn no_password_is_ever_logged() {
         "DISTLOCK_TEST_REDLOCK_URL",
         "redlock://127.0.0.1:17001,127.0.0.1:17002,127.0.0.1:17003,127.0.0.1:17004,127.0.0.1:17005",
     );
+    let sentinel = env_or(
+        "DISTLOCK_TEST_REDIS_SENTINEL_URL",
+        "redis+sentinel://127.0.0.1:26400,127.0.0.1:26401,127.0.0.1:26402/distlock",
+    );
     let pg = env_or(
         "DISTLOCK_TEST_POSTGRES_URL",
         "postgres://postgres@127.0.0.1:15432/distlock",
@@ -98,6 +102,7 @@ async fn no_password_is_ever_logged() {
     let mut right = vec![
         with_credentials(&redis, "distlock_pw", GOOD),
         with_credentials(&redlock, "distlock_pw", GOOD),
+        with_credentials(&sentinel, "distlock_pw", GOOD),
         format!("{}?mode=row", with_credentials(&pg, "distlock_pw", GOOD)),
         format!(
             "{}?mode=for_update",
@@ -130,6 +135,7 @@ async fn no_password_is_ever_logged() {
     let mut wrong = vec![
         with_credentials(&redis, "distlock_pw", WRONG),
         with_credentials(&redlock, "distlock_pw", WRONG),
+        with_credentials(&sentinel, "distlock_pw", WRONG),
         with_credentials(&pg, "distlock_pw", WRONG),
         with_credentials(&mysql, "root", WRONG),
         rediss(WRONG),

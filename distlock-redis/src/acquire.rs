@@ -337,7 +337,7 @@ async fn subscribe<R: Rounds>(
     // The pub/sub connection is not the node's command connection: its outcome says nothing
     // of the stalled mark.
     let confirmations = rounds.nodes().iter().zip(subscribers).map(|(n, s)| {
-        let subscription = s.subscription(n.client.clone(), channel.to_owned(), per_node);
+        let subscription = s.subscription(n.client(), channel.to_owned(), per_node);
         Some(tokio::spawn(async move {
             matches!(subscription.await, Ok(true))
         }))

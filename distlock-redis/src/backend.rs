@@ -70,12 +70,17 @@ impl RedisLock {
         cfg.validate()?;
         let label = match cfg.topology {
             Topology::Single => "redis".to_owned(),
+            Topology::Sentinel => "redis-sentinel".to_owned(),
             Topology::Redlock => format!("redlock-{}", cfg.nodes.len()),
         };
         let store = match cfg.topology {
-            Topology::Single => Store::Single(Box::new(Single::connect(&cfg, &label).await?)),
+            Topology::Single | Topology::Sentinel => {
+                Store::Single(Box::new(Single::connect(&cfg, &label).await?))
+            }
             Topology::Redlock => Store::Redlock(Redlock::connect(&cfg, &label).await?),
         };
+        // (A Sentinel client's is keyed by its first sentinel's address: the subscriber
+        // reconnects to whichever master the node names when its connection is lost.)
         let subscribers = (0..store.nodes().len())
             .map(|i| (cfg.node_url(i), Share::default()))
             .collect();
@@ -107,7 +112,7 @@ impl RedisLock {
     /// Node `i`'s subscriber: the one the process's clients share on the current runtime.
     fn subscriber(&self, i: usize) -> Arc<Subscriber> {
         let (url, share) = &self.subscribers[i];
-        Subscriber::shared(share, url, self.store.nodes()[i].addr())
+        Subscriber::shared(share, url, &self.store.nodes()[i].addr())
     }
 
     /// The backend label (`redis`, `redlock-N`).

@@ -7,6 +7,21 @@
 //!   certificate. The server name checked is the URL's host.
 //! * `password_file=PATH` or `password_env=VAR`: the password from a file or the environment
 //!   instead of the URL (with the URL's user, for an ACL user).
+//! * `redis+sentinel://[user:pass@]s1:p1,s2:p2,…/MASTER[/db]`: the master of the Sentinel set
+//!   `MASTER`, found by asking the sentinels (default port 26379) in order; distlock checks the
+//!   master with `ROLE`, asks the sentinels again every 500 ms and after an unreachable master,
+//!   and follows a failover (wake-ups re-subscribe on the new master). The user and password
+//!   are the data nodes' (sentinels are asked without authentication). No TLS to sentinels yet.
+//! * `replicas=N` (single or Sentinel): a grant or renewal counts only once `N` replicas have
+//!   acknowledged it (`WAIT N timeout` in the same pipeline as the script); one acknowledged
+//!   by fewer is given back and reported as [`LockError::Unavailable`]. It keeps a lock from
+//!   being lost by a failover that promotes a replica the grant had not reached.
+//! * `lock_delay=DUR` (single or Sentinel): a master distlock has not granted on before (a
+//!   promoted replica, or a restarted server that lost its data) grants nothing for `DUR`
+//!   (make it at least the longest lease in use), so a holder whose grant the failover lost
+//!   has run out of lease before anyone else is granted. Recorded in the server's keys
+//!   `distlock\0epoch` (its run id) and `distlock\0quiet`; the first lock on a fresh server
+//!   waits `DUR` too.
 //! * `prefix=…`: prepended to every lock name to form its key (default empty). It must not
 //!   contain a NUL byte: distlock's own keys beside a lock are told apart from lock keys by one
 //!   (see the crate's key layout).
@@ -38,6 +53,8 @@ pub enum Topology {
     Single,
     /// N independent masters (N odd, ≥ 3), quorum N/2+1.
     Redlock,
+    /// The master of a Redis Sentinel set (the nodes are the sentinels).
+    Sentinel,
 }
 
 /// What `connect` does about a server whose `maxmemory-policy` may evict lock keys.
@@ -70,8 +87,14 @@ pub struct TestHooks {
 pub struct RedisConfig {
     /// Single or Redlock.
     pub topology: Topology,
-    /// The server(s).
+    /// The server(s); for Sentinel, the sentinels.
     pub nodes: Vec<HostPort>,
+    /// Sentinel: the name of the master set the sentinels watch.
+    pub master_name: Option<String>,
+    /// Replicas that must acknowledge a grant or renewal (`WAIT`; 0: none).
+    pub replicas: u32,
+    /// After a failover or a restart: no grants on the new master for this long.
+    pub lock_delay: Option<Duration>,
     /// Database number.
     pub db: i64,
     /// ACL user, if any.
@@ -97,6 +120,9 @@ impl fmt::Debug for RedisConfig {
         f.debug_struct("RedisConfig")
             .field("topology", &self.topology)
             .field("nodes", &self.nodes)
+            .field("master_name", &self.master_name)
+            .field("replicas", &self.replicas)
+            .field("lock_delay", &self.lock_delay)
             .field("db", &self.db)
             .field("user", &self.user)
             .field("password", &self.password.as_ref().map(|_| "***"))
@@ -119,6 +145,8 @@ pub const KNOWN_PARAMS: &[&str] = &[
     "key",
     "password_file",
     "password_env",
+    "replicas",
+    "lock_delay",
 ];
 
 impl RedisConfig {
@@ -130,6 +158,9 @@ impl RedisConfig {
                 host: host.to_owned(),
                 port,
             }],
+            master_name: None,
+            replicas: 0,
+            lock_delay: None,
             db: 0,
             user: None,
             password: None,
@@ -149,19 +180,22 @@ impl RedisConfig {
     }
 
     /// Parses `redis://[user:pass@]host:port[/db][?prefix=…&timeout=…&eviction=…]`,
-    /// `rediss://…` (TLS) or `redlock://h1:p1,h2:p2,h3:p3[?…]` (TLS with `tls=on`).
+    /// `rediss://…` (TLS), `redlock://h1:p1,h2:p2,h3:p3[?…]` (TLS with `tls=on`) or
+    /// `redis+sentinel://s1:p1,s2:p2/MASTER[/db][?…]`.
     ///
     /// # Errors
     /// [`LockError::InvalidConfig`] quoting the bad part (never the password).
     pub fn from_url(url: &str) -> Result<Self, LockError> {
-        let u = DistlockUrl::parse(url, 6379)?;
+        let sentinel = url.starts_with("redis+sentinel://");
+        let u = DistlockUrl::parse(url, if sentinel { 26379 } else { 6379 })?;
         let (topology, tls_scheme) = match u.scheme.as_str() {
             "redis" => (Topology::Single, false),
             "rediss" => (Topology::Single, true),
             "redlock" => (Topology::Redlock, false),
+            "redis+sentinel" => (Topology::Sentinel, false),
             other => {
                 return Err(LockError::invalid_config(format!(
-                    "scheme {other:?} in {:?} is not a Redis scheme (redis, rediss, redlock)",
+                    "scheme {other:?} in {:?} is not a Redis scheme (redis, rediss, redlock, redis+sentinel)",
                     u.redacted()
                 )))
             }
@@ -172,13 +206,26 @@ impl RedisConfig {
                 u.redacted()
             )));
         }
-        let db = if u.path.is_empty() {
+        let (master_name, db) = if sentinel {
+            match u.path.split_once('/') {
+                Some((m, db)) => (m, db),
+                None => (u.path.as_str(), ""),
+            }
+        } else {
+            ("", u.path.as_str())
+        };
+        if sentinel && master_name.is_empty() {
+            return Err(LockError::invalid_config(format!(
+                "{:?} names no master set: redis+sentinel://HOSTS/MASTER_NAME",
+                u.redacted()
+            )));
+        }
+        let db = if db.is_empty() {
             0
         } else {
-            u.path.parse::<i64>().map_err(|_| {
+            db.parse::<i64>().map_err(|_| {
                 LockError::invalid_config(format!(
-                    "database {:?} in {:?} is not a number",
-                    u.path,
+                    "database {db:?} in {:?} is not a number",
                     u.redacted()
                 ))
             })?
@@ -206,6 +253,15 @@ impl RedisConfig {
         };
         let password =
             credentials::take_password(&mut p, u.password.clone()).map_err(in_context)?;
+        let replicas = p.take("replicas").map_or(Ok(0), |n| {
+            n.parse::<u32>().map_err(|_| {
+                LockError::invalid_config(format!(
+                    "parameter `replicas={n}` in {:?} is not a replica count",
+                    u.redacted()
+                ))
+            })
+        })?;
+        let lock_delay = p.take_duration("lock_delay")?;
         let tls_param = p.take_bool("tls")?;
         let files = TlsFiles::take(&mut p).map_err(in_context)?;
         let tls = match (tls_scheme, topology, tls_param) {
@@ -217,6 +273,11 @@ impl RedisConfig {
             (false, Topology::Single, Some(true)) => {
                 return Err(in_context(LockError::invalid_config(
                     "a single server over TLS is rediss://, not redis://…?tls=on",
+                )))
+            }
+            (_, Topology::Sentinel, Some(true)) => {
+                return Err(in_context(LockError::invalid_config(
+                    "TLS to a Sentinel set is not supported yet: use rediss:// to the master",
                 )))
             }
             (true, _, _) | (_, Topology::Redlock, Some(true)) => Some(files.unwrap_or_default()),
@@ -231,6 +292,9 @@ impl RedisConfig {
         let cfg = RedisConfig {
             topology,
             nodes: u.hosts.clone(),
+            master_name: sentinel.then(|| master_name.to_owned()),
+            replicas,
+            lock_delay,
             db,
             user: u.user.clone(),
             password,
@@ -269,17 +333,38 @@ impl RedisConfig {
             Topology::Redlock if n < 3 || n.is_multiple_of(2) => Err(LockError::invalid_config(
                 format!("Redlock needs an odd number of at least 3 independent masters, got {n}"),
             )),
+            Topology::Redlock if self.replicas > 0 || self.lock_delay.is_some() => {
+                Err(LockError::invalid_config(
+                    "replicas= and lock_delay= are for a single master (redis://, rediss://, \
+                     redis+sentinel://): Redlock's masters are independent, without replicas",
+                ))
+            }
+            Topology::Sentinel
+                if n == 0 || self.master_name.as_deref().unwrap_or("").is_empty() =>
+            {
+                Err(LockError::invalid_config(
+                    "a Sentinel configuration needs at least one sentinel and a master name",
+                ))
+            }
             _ => Ok(()),
         }
     }
 
-    /// The quorum: N/2 + 1.
+    /// The masters that must agree: N/2 + 1 for Redlock, else the one master.
     pub fn quorum(&self) -> usize {
-        self.nodes.len() / 2 + 1
+        match self.topology {
+            Topology::Redlock => self.nodes.len() / 2 + 1,
+            Topology::Single | Topology::Sentinel => 1,
+        }
     }
 
     /// The redis-rs connection URL of node `i` (contains the password: never print it).
     pub(crate) fn node_url(&self, i: usize) -> String {
+        self.server_url(&self.nodes[i])
+    }
+
+    /// The redis-rs connection URL of the data server at `addr` (contains the password).
+    pub(crate) fn server_url(&self, addr: &HostPort) -> String {
         let enc = credentials::percent_encode;
         let auth = match (&self.user, &self.password) {
             (Some(u), Some(p)) => format!("{}:{}@", enc(u), enc(p)),
@@ -292,7 +377,7 @@ impl RedisConfig {
         } else {
             "redis"
         };
-        format!("{scheme}://{auth}{}/{}", self.nodes[i], self.db)
+        format!("{scheme}://{auth}{addr}/{}", self.db)
     }
 }
 
@@ -313,6 +398,18 @@ mod tests {
         assert_eq!(c.eviction, EvictionCheck::Refuse);
         let w = RedisConfig::from_url("redis://h?eviction=warn").unwrap();
         assert_eq!(w.eviction, EvictionCheck::Warn);
+        let s = RedisConfig::from_url(
+            "redis+sentinel://:pw@a,b:2/mymaster/3?replicas=1&lock_delay=20s",
+        )
+        .unwrap();
+        assert_eq!(s.topology, Topology::Sentinel);
+        assert_eq!(s.master_name.as_deref(), Some("mymaster"));
+        assert_eq!((s.nodes[0].port, s.nodes[1].port, s.db), (26379, 2, 3));
+        assert_eq!(
+            (s.replicas, s.lock_delay),
+            (1, Some(Duration::from_secs(20)))
+        );
+        assert_eq!(s.quorum(), 1);
         for (bad, quoted) in [
             ("redlock://a:1,b:2", "got 2"),
             ("redlock://a:1,b:2,c:3,d:4", "got 4"),
@@ -322,6 +419,12 @@ mod tests {
             ("redis://a:1,b:2", "exactly one"),
             ("redis://h?prefix=a%00b", "NUL"),
             ("redis://h?eviction=maybe", "eviction=maybe"),
+            ("redis+sentinel://a:1,b:2", "no master set"),
+            ("redis+sentinel://a:1/m/x", "\"x\""),
+            ("redis+sentinel://a:1/m?tls=on", "not supported"),
+            ("redis://h?replicas=two", "replicas=two"),
+            ("redlock://a:1,b:2,c:3?replicas=1", "single master"),
+            ("redlock://a:1,b:2,c:3?lock_delay=5s", "single master"),
         ] {
             let e = RedisConfig::from_url(bad).unwrap_err();
             assert!(matches!(e, LockError::InvalidConfig(_)), "{bad}");

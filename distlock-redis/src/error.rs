@@ -18,6 +18,16 @@ pub(crate) fn map(err: redis::RedisError, backend: &str, name: Option<&str>) -> 
             err.code().unwrap_or("auth")
         ));
     }
+    if err.kind() == redis::ErrorKind::Client
+        && err.to_string().contains(crate::replicas::UNACKNOWLEDGED)
+    {
+        return LockError::unavailable(
+            backend,
+            name,
+            format!("the write is not confirmed: {err}"),
+            Some(Box::new(err) as BoxError),
+        );
+    }
     if err.is_io_error()
         || err.is_connection_refusal()
         || err.is_timeout()

@@ -118,7 +118,9 @@ mod permits;
 mod quorum;
 pub use permits::{connect_rwlock, connect_semaphore};
 mod redlock;
+mod replicas;
 mod scripts;
+mod sentinel;
 mod single;
 mod subscriber;
 

@@ -1,9 +1,10 @@
 //! [`Node`]: one Redis server and the script calls distlock makes on it.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+use distlock_core::backend::url::HostPort;
 use distlock_core::LockError;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, ErrorKind, RedisError, RedisResult, Value};
@@ -13,7 +14,14 @@ use crate::config::{EvictionCheck, RedisConfig};
 use crate::error::map;
 use crate::eviction::{self, Policy};
 use crate::keys::Keys;
+use crate::replicas::Acked;
 use crate::scripts::{ACQUIRE, ALL, BREAK, EXTEND, FENCE_WRITEBACK, LEAVE, PEEK, RELEASE};
+
+/// The run id of the master that last granted with `lock_delay=` (see `lua/prelude.lua`,
+/// `quiet_ms`): not a lock key, as it holds a NUL.
+const EPOCH_KEY: &str = "distlock\0epoch";
+/// Present while a new master's quiet time (`lock_delay=`) runs.
+const QUIET_KEY: &str = "distlock\0quiet";
 
 /// The outcome of one acquire script run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,6 +29,9 @@ pub(crate) enum Attempt {
     /// We hold it now, with this node's fencing token (a Redlock waiter's queue entry stays
     /// until its release).
     Acquired { token: u64 },
+    /// The script granted it, but fewer replicas than `replicas=` acknowledged the grant in
+    /// time: it must be given back, not used.
+    Unacknowledged { acks: i64 },
     /// Someone holds it (or waiters are ahead of us); the holder's lease has `pttl_ms` left
     /// (-1: no expiry, e.g. a redis-py lock without timeout); this node's fencing counter is
     /// `counter` (Redlock draws its token above it).
@@ -122,19 +133,31 @@ impl Handoff {
 }
 
 /// One server: a reconnecting multiplexed connection plus the client to open pub/sub with.
+/// A Sentinel master's server changes on a failover ([`Node::move_to`]); the others' never do.
 #[derive(Clone)]
 pub(crate) struct Node {
-    pub conn: ConnectionManager,
-    pub client: Client,
-    /// Set once the server's `maxmemory-policy` passed the check (see `eviction.rs`): at
-    /// connect, or before the first lock on a Redlock master that was down then.
-    policy_checked: Arc<OnceCell<()>>,
+    at: Arc<RwLock<Endpoint>>,
     eviction: EvictionCheck,
-    addr: String,
+    /// `replicas=`: the acknowledgements a grant or renewal needs, and the bound on `WAIT`.
+    replicas: u32,
+    wait_ms: u64,
+    /// `lock_delay=` in ms (0: none): the quiet time of a master not granted on before.
+    lock_delay_ms: u64,
     label: String,
     /// Set when a call to this node timed out, cleared when it answers: a stalled node is not
     /// waited for again while the others answer (`quorum::gather`).
     stalled: Arc<AtomicBool>,
+}
+
+/// Where a node's commands go now.
+#[derive(Clone)]
+struct Endpoint {
+    conn: ConnectionManager,
+    client: Client,
+    addr: String,
+    /// Set once the server's `maxmemory-policy` passed the check (see `eviction.rs`): at
+    /// connect, or before the first lock on a Redlock master that was down then.
+    policy_checked: Arc<OnceCell<()>>,
 }
 
 pub(crate) fn ms(d: Duration) -> u64 {
@@ -149,17 +172,14 @@ pub(crate) fn int(v: &Value) -> i64 {
     }
 }
 
-/// The redis-rs client for node `i`: plain, or TLS with the configured CA and client identity.
-fn client(cfg: &RedisConfig, i: usize, label: &str) -> Result<Client, LockError> {
+/// The redis-rs client for the server at `addr`: plain, or TLS with the configured CA and
+/// client identity.
+fn client(cfg: &RedisConfig, addr: &HostPort, label: &str) -> Result<Client, LockError> {
     let bad_address = |e: RedisError| {
-        LockError::invalid_config(format!(
-            "{label}: bad address {}: {:?}",
-            cfg.nodes[i],
-            e.kind()
-        ))
+        LockError::invalid_config(format!("{label}: bad address {addr}: {:?}", e.kind()))
     };
     let Some(files) = &cfg.tls else {
-        return Client::open(cfg.node_url(i)).map_err(bad_address);
+        return Client::open(cfg.server_url(addr)).map_err(bad_address);
     };
     let pem = files.read()?;
     // rustls needs a process-wide crypto provider; keep one the application installed.
@@ -173,11 +193,8 @@ fn client(cfg: &RedisConfig, i: usize, label: &str) -> Result<Client, LockError>
             }),
         root_cert: pem.ca,
     };
-    Client::build_with_tls(cfg.node_url(i), certs).map_err(|e| {
-        LockError::invalid_config(format!(
-            "{label}: TLS set-up for {} failed: {e}",
-            cfg.nodes[i]
-        ))
+    Client::build_with_tls(cfg.server_url(addr), certs).map_err(|e| {
+        LockError::invalid_config(format!("{label}: TLS set-up for {addr} failed: {e}"))
     })
 }
 
@@ -189,8 +206,17 @@ impl Node {
         i: usize,
         label: &str,
     ) -> Result<Node, LockError> {
-        let node = Self::lazy(cfg, i, label)?;
-        let mut c = node.conn.clone();
+        Self::connect_at(cfg, &cfg.nodes[i], label).await
+    }
+
+    /// As [`Node::connect`], to the server at `addr`.
+    pub(crate) async fn connect_at(
+        cfg: &RedisConfig,
+        addr: &HostPort,
+        label: &str,
+    ) -> Result<Node, LockError> {
+        let node = Self::lazy_at(cfg, addr, label)?;
+        let mut c = node.conn();
         // One round trip checks the node, loads every script (so the first EVALSHA of a lock
         // call does not pay NOSCRIPT + SCRIPT LOAD + retry: three round trips on a slow link)
         // and reads the eviction policy (a refused CONFIG must not fail the rest).
@@ -208,7 +234,7 @@ impl Node {
                     return Err(LockError::unavailable(
                         label,
                         None,
-                        format!("no answer from {} within {:?}", cfg.nodes[i], cfg.timeout),
+                        format!("no answer from {addr} within {:?}", cfg.timeout),
                         None,
                     ))
                 }
@@ -218,21 +244,53 @@ impl Node {
             return Err(map(e, label, None));
         }
         let policy = Policy::from_reply(policy).map_err(|e| map(e, label, None))?;
-        eviction::judge(&policy, node.eviction, label, &node.addr)?;
-        let _ = node.policy_checked.set(());
+        eviction::judge(&policy, node.eviction, label, &node.addr())?;
+        let _ = node.at().policy_checked.set(());
         Ok(node)
+    }
+
+    /// From now on, this node's commands go where `other`'s go (a Sentinel failover: `other`
+    /// is the new master, connected and checked).
+    pub(crate) fn move_to(&self, other: &Node) {
+        let to = other.at();
+        *self.at.write().unwrap_or_else(|p| p.into_inner()) = to;
+    }
+
+    fn at(&self) -> Endpoint {
+        self.at.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The connection to the server (reconnecting by itself).
+    pub(crate) fn conn(&self) -> ConnectionManager {
+        self.at
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .conn
+            .clone()
+    }
+
+    /// The client to open this server's pub/sub connection with.
+    pub(crate) fn client(&self) -> Client {
+        self.at().client
+    }
+
+    /// The connection for a grant or renewal: with `replicas=`, each command goes with a
+    /// `WAIT` whose count [`Acked::acks`] reports.
+    fn acked(&self) -> Acked {
+        Acked::new(self.conn(), self.replicas, self.wait_ms)
     }
 
     /// A Redlock master that was down at connect: its eviction policy is checked before its
     /// first lock, and until it passes the master is not counted (its refusal is an error
     /// here, logged, so the round counts it as a master that did not answer).
     async fn check_policy(&self) -> RedisResult<()> {
-        self.policy_checked
+        let at = self.at();
+        at.policy_checked
             .get_or_try_init(|| async {
-                let mut c = self.conn.clone();
+                let mut c = at.conn.clone();
                 let policy = Policy::from_reply(eviction::command().query_async(&mut c).await)?;
-                eviction::judge(&policy, self.eviction, &self.label, &self.addr).map_err(|e| {
-                    tracing::error!(backend = %self.label, server = %self.addr, error = %e, "Redlock master not used");
+                eviction::judge(&policy, self.eviction, &self.label, &at.addr).map_err(|e| {
+                    tracing::error!(backend = %self.label, server = %at.addr, error = %e, "Redlock master not used");
                     RedisError::from((
                         ErrorKind::InvalidClientConfig,
                         "maxmemory-policy can evict lock keys",
@@ -246,13 +304,17 @@ impl Node {
 
     /// The server's `host:port` (for logs and messages: never the URL, which may hold the
     /// password).
-    pub(crate) fn addr(&self) -> &str {
-        &self.addr
+    pub(crate) fn addr(&self) -> String {
+        self.at().addr
     }
 
     /// A node whose connection is opened on first use (and re-opened after failures).
     pub(crate) fn lazy(cfg: &RedisConfig, i: usize, label: &str) -> Result<Node, LockError> {
-        let client = client(cfg, i, label)?;
+        Self::lazy_at(cfg, &cfg.nodes[i], label)
+    }
+
+    fn lazy_at(cfg: &RedisConfig, addr: &HostPort, label: &str) -> Result<Node, LockError> {
+        let client = client(cfg, addr, label)?;
         let mgr_cfg = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(cfg.timeout))
             .set_response_timeout(Some(cfg.timeout))
@@ -261,11 +323,16 @@ impl Node {
         let conn = ConnectionManager::new_lazy_with_config(client.clone(), mgr_cfg)
             .map_err(|e| map(e, label, None))?;
         Ok(Node {
-            conn,
-            client,
-            policy_checked: Arc::new(OnceCell::new()),
+            at: Arc::new(RwLock::new(Endpoint {
+                conn,
+                client,
+                addr: addr.to_string(),
+                policy_checked: Arc::new(OnceCell::new()),
+            })),
             eviction: cfg.eviction,
-            addr: cfg.nodes[i].to_string(),
+            replicas: cfg.replicas,
+            wait_ms: ms(cfg.timeout / 2),
+            lock_delay_ms: cfg.lock_delay.map_or(0, ms),
             label: label.to_owned(),
             stalled: Arc::new(AtomicBool::new(false)),
         })
@@ -279,7 +346,7 @@ impl Node {
     /// Records whether a call to this node timed out (`false`: it answered, an error counts).
     pub(crate) fn heard(&self, timed_out: bool) {
         if self.stalled.swap(timed_out, Ordering::Relaxed) != timed_out {
-            tracing::debug!(backend = %self.label, server = %self.addr, stalled = timed_out, "Redis node");
+            tracing::debug!(backend = %self.label, server = %self.addr(), stalled = timed_out, "Redis node");
         }
     }
 
@@ -312,9 +379,9 @@ impl Node {
         floor: Option<u64>,
     ) -> RedisResult<Attempt> {
         self.check_policy().await?;
-        let mut c = self.conn.clone();
-        let reply: Value = ACQUIRE
-            .key(&keys.lock)
+        let mut c = self.acked();
+        let mut call = ACQUIRE.prepare_invoke();
+        call.key(&keys.lock)
             .key(&keys.fence)
             .key(&keys.queue)
             .key(&keys.qexp)
@@ -323,14 +390,19 @@ impl Node {
             .arg(if wait { "wait" } else { "try" })
             .arg(ms(waiter_ttl))
             .arg(score.map(|s| s.to_string()).unwrap_or_default())
-            .arg(floor.map(|f| f.to_string()).unwrap_or_default())
-            .invoke_async(&mut c)
-            .await?;
+            .arg(floor.map(|f| f.to_string()).unwrap_or_default());
+        if self.lock_delay_ms > 0 {
+            call.key(EPOCH_KEY).key(QUIET_KEY).arg(self.lock_delay_ms);
+        }
+        let reply: Value = call.invoke_async(&mut c).await?;
         let items = match reply_items(reply) {
             Ok(items) => items,
             Err(f) => return Ok(Attempt::Foreign(f)),
         };
         Ok(match items.first().map(int) {
+            Some(1) if !c.confirmed() => Attempt::Unacknowledged {
+                acks: c.acks().unwrap_or(0),
+            },
             Some(1) => Attempt::Acquired {
                 token: items.get(1).map(int).unwrap_or(0).max(0) as u64,
             },
@@ -374,7 +446,7 @@ impl Node {
     ) -> RedisResult<Result<bool, Foreign>> {
         let opt = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
         let handoff = grant.unwrap_or_default();
-        let mut c = self.conn.clone();
+        let mut c = self.conn();
         let reply: Value = RELEASE
             .key(&keys.lock)
             .key(&keys.queue)
@@ -390,27 +462,40 @@ impl Node {
         Ok(flag(&reply))
     }
 
-    /// Extends our lease: `Ok(true)` extended, `Ok(false)` not ours.
+    /// Extends our lease: `Ok(true)` extended, `Ok(false)` not ours; an extension fewer
+    /// replicas than `replicas=` acknowledged is an error (its outcome is not confirmed).
     pub(crate) async fn extend(
         &self,
         keys: &Keys,
         token: &str,
         ttl: Duration,
     ) -> RedisResult<Result<bool, Foreign>> {
-        let mut c = self.conn.clone();
+        let mut c = self.acked();
         let reply: Value = EXTEND
             .key(&keys.lock)
             .arg(token)
             .arg(ms(ttl))
             .invoke_async(&mut c)
             .await?;
+        c.check()?;
         Ok(flag(&reply))
+    }
+
+    /// Runs a permit script on the connection for grants and renewals (see [`Node::acked`]):
+    /// the reply, and whether enough replicas acknowledged it.
+    pub(crate) async fn invoke_acked(
+        &self,
+        call: &redis::ScriptInvocation<'_>,
+    ) -> RedisResult<(Value, bool)> {
+        let mut c = self.acked();
+        let reply: Value = call.invoke_async(&mut c).await?;
+        Ok((reply, c.confirmed()))
     }
 
     /// Leaves the waiter queue (foreign data there is left alone: nothing to report to a
     /// waiter that is going away).
     pub(crate) async fn leave(&self, keys: &Keys, token: &str) -> RedisResult<()> {
-        let mut c = self.conn.clone();
+        let mut c = self.conn();
         let _: Value = LEAVE
             .key(&keys.lock)
             .key(&keys.queue)
@@ -429,7 +514,7 @@ impl Node {
         fence: u64,
         owner: &str,
     ) -> RedisResult<Result<u64, Foreign>> {
-        let mut c = self.conn.clone();
+        let mut c = self.conn();
         let reply: Value = FENCE_WRITEBACK
             .key(&keys.fence)
             .key(&keys.queue)
@@ -449,7 +534,7 @@ impl Node {
 
     /// Holder's (token, pttl), the fencing counter and the queue length, for `inspect`.
     pub(crate) async fn peek(&self, keys: &Keys) -> RedisResult<Result<Peek, Foreign>> {
-        let mut c = self.conn.clone();
+        let mut c = self.conn();
         let reply: Value = PEEK
             .key(&keys.lock)
             .key(&keys.fence)
@@ -486,7 +571,7 @@ impl Node {
         &self,
         keys: &Keys,
     ) -> RedisResult<Result<Option<Taken>, Foreign>> {
-        let mut c = self.conn.clone();
+        let mut c = self.conn();
         let reply: Value = BREAK
             .key(&keys.lock)
             .key(&keys.fence)
@@ -513,7 +598,7 @@ impl Node {
         pattern: &str,
         count: usize,
     ) -> RedisResult<(u64, Vec<Vec<u8>>)> {
-        let mut c = self.conn.clone();
+        let mut c = self.conn();
         redis::cmd("SCAN")
             .arg(cursor)
             .arg("MATCH")

@@ -242,6 +242,8 @@ impl Rounds for Redlock {
                     held[i] = true;
                 }
                 Ok(Ok(Attempt::Foreign(f))) => foreign = Some(f),
+                // Redlock takes no `replicas=` (RedisConfig::validate): never seen here.
+                Ok(Ok(Attempt::Unacknowledged { .. })) => {}
                 Ok(Err(e)) => {
                     tracing::debug!(backend = %self.label, server = %node.addr(), name, error = %e, "Redlock master failed the acquire round");
                     last_err = Some(e);

@@ -1,7 +1,10 @@
 //! [`Single`]: the single-instance path (`redis://`). A round is ONE script call on the one
 //! server: it takes the key if it is free (and no live waiter is queued ahead), draws the
 //! fencing token from the server's clock and counter, or joins the queue (`lua/acquire.lua`).
-//! The lease is the key's expiry, valid for the whole `ttl`.
+//! The lease is the key's expiry, valid for the whole `ttl`. `redis+sentinel://` is the same
+//! path on the master the sentinels name, followed through failovers (`sentinel.rs`); there,
+//! and with `replicas=`, a round that finds the store unavailable is retried within the wait
+//! (a failover takes seconds), where a plain single server reports it at once.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,9 +12,10 @@ use std::time::Duration;
 use distlock_core::LockError;
 
 use crate::acquire::{Bid, Round, Rounds};
-use crate::config::RedisConfig;
+use crate::config::{RedisConfig, Topology};
 use crate::error::map;
 use crate::node::{Attempt, Node};
+use crate::sentinel::Sentinels;
 
 /// One Redis server.
 pub(crate) struct Single {
@@ -20,15 +24,39 @@ pub(crate) struct Single {
     /// Bound on each reply.
     timeout: Duration,
     label: String,
+    /// Retry unavailable rounds within the wait (Sentinel, `replicas=`).
+    retry: bool,
+    /// Sentinel: the task that follows failovers, stopped with this client.
+    _follower: Option<AbortOnDrop>,
+}
+
+/// A task that ends when its owner is dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 impl Single {
-    /// Connects to the configured server, which must answer now.
+    /// Connects to the configured server (for Sentinel, the master the sentinels name), which
+    /// must answer now.
     pub(crate) async fn connect(cfg: &RedisConfig, label: &str) -> Result<Self, LockError> {
+        let (node, follower) = if cfg.topology == Topology::Sentinel {
+            let sentinels = Sentinels::new(cfg, label);
+            let node = sentinels.connect().await?;
+            let follower = AbortOnDrop(sentinels.follow(node.clone()));
+            (node, Some(follower))
+        } else {
+            (Node::connect(cfg, 0, label).await?, None)
+        };
         Ok(Single {
-            nodes: Arc::new([Node::connect(cfg, 0, label).await?]),
+            nodes: Arc::new([node]),
             timeout: cfg.timeout,
             label: label.to_owned(),
+            retry: follower.is_some() || cfg.replicas > 0,
+            _follower: follower,
         })
     }
 }
@@ -60,9 +88,10 @@ impl Rounds for Single {
         None
     }
 
-    /// An unreachable server is reported at once.
+    /// An unreachable server is reported at once, but a Sentinel master (which a failover
+    /// replaces) or a grant that too few replicas acknowledged is tried again every 100 ms.
     fn retry_pause(&self, _ttl: Duration, _failing_for: Duration) -> Option<Duration> {
-        None
+        self.retry.then_some(Duration::from_millis(100))
     }
 
     /// Each grant's token comes from the server's clock.
@@ -83,6 +112,17 @@ impl Rounds for Single {
                 token,
                 validity: bid.ttl,
             }),
+            Ok(Ok(Attempt::Unacknowledged { acks })) => {
+                // Granted on the master only: given back, so nobody waits out its lease.
+                let node = &self.nodes[0];
+                let _ = tokio::time::timeout(t, node.undo(bid.keys, bid.token)).await;
+                Err(LockError::unavailable(
+                    &self.label,
+                    Some(bid.name),
+                    format!("the grant was acknowledged by {acks} replica(s), fewer than replicas= requires, within {:?}; it was given back", t / 2),
+                    None,
+                ))
+            }
             Ok(Ok(Attempt::Held { pttl_ms, counter })) => Ok(Round::Held {
                 pttl_ms,
                 partial: false,

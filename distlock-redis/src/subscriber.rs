@@ -399,7 +399,15 @@ impl Subscriber {
             }
             if let Some(l) = live.as_mut() {
                 l.subscribed.remove(channel);
-                let _ = l.sink.unsubscribe(channel).await;
+                // A stalled server must not keep the connection's lock (every waiter's
+                // subscription waits on it): no answer in time, and the connection is dropped.
+                let answered = tokio::time::timeout(LINGER, l.sink.unsubscribe(channel)).await;
+                if answered.is_err() {
+                    tracing::debug!(server = %self.server, "redis UNSUBSCRIBE not answered; dropping the pub/sub connection");
+                    if let Some(old) = live.take() {
+                        old.reader.abort();
+                    }
+                }
             }
             return;
         }

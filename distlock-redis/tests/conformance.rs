@@ -1,5 +1,5 @@
-//! The shared conformance suite on a single Redis, on a 5-master Redlock and on a single Redis
-//! over TLS.
+//! The shared conformance suite on a single Redis, on a 5-master Redlock, on a single Redis
+//! over TLS and on the master of a Sentinel set.
 
 mod support;
 
@@ -19,4 +19,10 @@ mod redlock {
 mod tls {
     use super::*;
     distlock_core::conformance_suite!(RedisHarness::tls());
+}
+
+/// `redis+sentinel://` to the shared Sentinel set (master found through the sentinels).
+mod sentinel {
+    use super::*;
+    distlock_core::conformance_suite!(RedisHarness::sentinel());
 }

@@ -11,7 +11,8 @@
 -- ARGV: 1 token, 2 ttl ms, 3 'try' | 'wait', 4 waiter ttl ms, 5 queue score ('' = server time
 -- in µs; Redlock passes the waiter's own arrival time so every master orders its queue alike),
 -- 6 token floor ('' = server time in µs; Redlock passes one client time per round so masters
--- with equal counters grant equal tokens and the token write-back round can be skipped)
+-- with equal counters grant equal tokens and the token write-back round can be skipped),
+-- 7 `lock_delay=` in ms ('' or 0: none; then KEYS 5 epoch and 6 quiet, see prelude.lua)
 -- Returns {1, token} when acquired, {0, pttl ms, queue position, counter} when not (Redlock
 -- takes its token above every counter it hears of, granting or not), {-1, type, key} for
 -- foreign data.
@@ -52,8 +53,12 @@ local head = nil
 if queued then
   head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
 end
+local quiet = 0
 if not holder and (head == nil or head == ARGV[1]) then
-  return grant()
+  quiet = quiet_ms(KEYS[5], KEYS[6], tonumber(ARGV[7]) or 0)
+  if quiet == 0 then
+    return grant()
+  end
 end
 if ARGV[3] == 'wait' then
   redis.call('ZADD', KEYS[3], 'NX', tonumber(ARGV[5]) or now_us, ARGV[1])
@@ -63,4 +68,6 @@ if ARGV[3] == 'wait' then
   redis.call('PEXPIRE', KEYS[4], tonumber(ARGV[4]) * 2)
 end
 local rank = redis.call('ZRANK', KEYS[3], ARGV[1]) or -1
-return {0, redis.call('PTTL', KEYS[1]), rank, string.format('%d', counter)}
+-- A new master's quiet time stands in for the holder's lease.
+local pttl = quiet > 0 and quiet or redis.call('PTTL', KEYS[1])
+return {0, pttl, rank, string.format('%d', counter)}

@@ -61,3 +61,21 @@ local function check_lock_keys(lock, counter, queue, qexp)
   return n, bad_c, queued
 end
 
+
+-- `lock_delay=` (delay_ms > 0): how long this master still grants nothing, in ms (0: grant).
+-- The first call on a master whose run id is not the one recorded at `epoch_key` (a promoted
+-- replica, or a restarted server that lost its data) records its id and starts a quiet time
+-- of delay_ms at `quiet_key`: a holder whose grant the old master never passed on runs out of
+-- lease before this master grants the name again.
+local function quiet_ms(epoch_key, quiet_key, delay_ms)
+  if delay_ms <= 0 then
+    return 0
+  end
+  local id = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')
+  if redis.call('GET', epoch_key) ~= id then
+    redis.call('SET', epoch_key, id)
+    redis.call('SET', quiet_key, '1', 'PX', delay_ms)
+    return delay_ms
+  end
+  return math.max(redis.call('PTTL', quiet_key), 0)
+end

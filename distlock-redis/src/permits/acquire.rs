@@ -132,7 +132,7 @@ pub(crate) async fn acquire(
         let Some(w) = waiting.as_ref() else {
             waiting = Some(
                 subscriber
-                    .wait_on(&node.client, &req.keys.channel, &req.member, req.timeout)
+                    .wait_on(&node.client(), &req.keys.channel, &req.member, req.timeout)
                     .await,
             );
             continue;

@@ -30,26 +30,32 @@ pub(crate) async fn acquire(
     queue: Option<Duration>,
     max: Option<u32>,
 ) -> RedisResult<Granted> {
-    let mut c = node.conn.clone();
-    let reply: Value = PERMIT_ACQUIRE
-        .key(&keys.holders)
-        .key(&keys.fence)
-        .key(&keys.queue)
-        .key(&keys.qexp)
-        .key(&keys.max)
-        .arg(member)
-        .arg(ms(ttl))
-        .arg(if queue.is_some() { "wait" } else { "try" })
-        .arg(queue.map_or(1, ms))
-        .arg(max.map(|m| m.to_string()).unwrap_or_default())
-        .arg(&keys.channel)
-        .invoke_async(&mut c)
+    let (reply, acknowledged) = node
+        .invoke_acked(
+            PERMIT_ACQUIRE
+                .key(&keys.holders)
+                .key(&keys.fence)
+                .key(&keys.queue)
+                .key(&keys.qexp)
+                .key(&keys.max)
+                .arg(member)
+                .arg(ms(ttl))
+                .arg(if queue.is_some() { "wait" } else { "try" })
+                .arg(queue.map_or(1, ms))
+                .arg(max.map(|m| m.to_string()).unwrap_or_default())
+                .arg(&keys.channel),
+        )
         .await?;
     let items = match reply_items(reply) {
         Ok(items) => items,
         Err(f) => return Ok(Granted::Foreign(f)),
     };
     Ok(match items.first().map(int) {
+        Some(1) if !acknowledged => {
+            // Granted on the master only (`replicas=`): given back, reported unavailable.
+            release(node, keys, member).await?.ok();
+            return Err(crate::replicas::unacknowledged());
+        }
         Some(1) => Granted::Yes(items.get(1).map(int).unwrap_or(0).max(0) as u64),
         Some(-2) => Granted::OtherCount(text(items.get(1)).unwrap_or_default()),
         _ => Granted::No {
@@ -66,16 +72,23 @@ async fn own(
     member: &str,
     arg: String,
 ) -> RedisResult<Result<bool, Foreign>> {
-    let mut c = node.conn.clone();
-    let reply: Value = script
-        .key(&keys.holders)
+    let mut call = script.prepare_invoke();
+    call.key(&keys.holders)
         .key(&keys.queue)
         .key(&keys.qexp)
         .key(&keys.max)
         .arg(member)
-        .arg(arg)
-        .invoke_async(&mut c)
-        .await?;
+        .arg(arg);
+    // Only a renewal needs its replicas' acknowledgement (`replicas=`).
+    if std::ptr::eq(script, &*PERMIT_EXTEND) {
+        let (reply, acknowledged) = node.invoke_acked(&call).await?;
+        if !acknowledged {
+            return Err(crate::replicas::unacknowledged());
+        }
+        return Ok(flag(&reply));
+    }
+    let mut c = node.conn();
+    let reply: Value = call.invoke_async(&mut c).await?;
     Ok(flag(&reply))
 }
 
@@ -123,7 +136,7 @@ pub(crate) async fn peek(
     node: &Node,
     keys: &PermitKeys,
 ) -> RedisResult<Result<PermitPeek, Foreign>> {
-    let mut c = node.conn.clone();
+    let mut c = node.conn();
     let reply: Value = PERMIT_PEEK
         .key(&keys.holders)
         .key(&keys.queue)

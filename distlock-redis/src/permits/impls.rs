@@ -199,10 +199,15 @@ pub async fn connect_rwlock(
 /// A single-instance client, or Redlock's typed refusal before anything connects.
 async fn single(url: &str, what: &str) -> Result<RedisLock, LockError> {
     let cfg = crate::RedisConfig::from_url(url)?;
-    if cfg.topology != crate::Topology::Single {
+    if cfg.topology == crate::Topology::Redlock {
         return Err(LockError::invalid_config(format!(
             "redlock: {what}s are offered on a single Redis instance (redis://) only; a Redlock \
              quorum cannot bound the holders of a {what} safely"
+        )));
+    }
+    if cfg.lock_delay.is_some() {
+        return Err(LockError::invalid_config(format!(
+            "lock_delay= is for locks; {what}s take replicas= only (see docs/safety.md, Redis Sentinel)"
         )));
     }
     RedisLock::connect(cfg).await

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 pub mod grants;
+pub mod sentinel;
 
 use async_trait::async_trait;
 use distlock_core::conformance::{CrashableClient, Harness};
@@ -18,6 +19,28 @@ pub fn redlock_url() -> String {
     std::env::var("DISTLOCK_TEST_REDLOCK_URL").unwrap_or_else(|_| {
         "redlock://127.0.0.1:17001,127.0.0.1:17002,127.0.0.1:17003,127.0.0.1:17004,127.0.0.1:17005".into()
     })
+}
+
+/// The Sentinel set (`scripts/services.sh up`: sentinels 26400–26402, master set `distlock`).
+pub fn sentinel_url() -> String {
+    std::env::var("DISTLOCK_TEST_REDIS_SENTINEL_URL").unwrap_or_else(|_| {
+        "redis+sentinel://127.0.0.1:26400,127.0.0.1:26401,127.0.0.1:26402/distlock".into()
+    })
+}
+
+/// The port of the master the first sentinel of `url` names now.
+fn sentinel_master_port(url: &str) -> u16 {
+    let sentinel = ports(url)[0];
+    let client = redis::Client::open(format!("redis://127.0.0.1:{sentinel}")).unwrap();
+    let mut c = client
+        .get_connection_with_timeout(std::time::Duration::from_secs(5))
+        .unwrap_or_else(|e| panic!("cannot reach sentinel {sentinel}: {e}\nstart the test stores with `scripts/services.sh up`"));
+    let (_, port): (String, u16) = redis::cmd("SENTINEL")
+        .arg("get-master-addr-by-name")
+        .arg("distlock")
+        .query(&mut c)
+        .unwrap();
+    port
 }
 
 /// The TLS server (`scripts/services.sh up` starts it on 16390: TLS only, ACL user `distlock`).
@@ -131,6 +154,8 @@ pub struct RedisHarness {
     pub ports: Vec<u16>,
     /// The servers speak TLS only (the URL's host is `localhost`, the name on their certificate).
     pub tls: bool,
+    /// The URL names sentinels; `ports` is the master they named when the harness was made.
+    pub sentinel: bool,
 }
 
 impl RedisHarness {
@@ -140,6 +165,7 @@ impl RedisHarness {
             ports: ports(&url),
             url,
             tls: false,
+            sentinel: false,
         }
     }
 
@@ -149,6 +175,19 @@ impl RedisHarness {
             ports: ports(&url),
             url,
             tls: false,
+            sentinel: false,
+        }
+    }
+
+    /// The shared Sentinel set; looking underneath goes to its master (never failed over:
+    /// failover tests make their own sets).
+    pub fn sentinel() -> Self {
+        let url = sentinel_url();
+        RedisHarness {
+            ports: vec![sentinel_master_port(&url)],
+            url,
+            tls: false,
+            sentinel: true,
         }
     }
 
@@ -158,6 +197,7 @@ impl RedisHarness {
             ports: ports(&url),
             url,
             tls: true,
+            sentinel: false,
         }
     }
 
@@ -172,7 +212,12 @@ impl RedisHarness {
 
     /// The URL with its hosts replaced (by fault proxies' `127.0.0.1:port`s): user and query
     /// kept, and `localhost` for TLS, whose certificate names no IP address.
+    /// For Sentinel, a plain `redis://` URL of the master through the proxies (a proxied
+    /// sentinel would still name the master's own address).
     fn with_hosts(&self, hosts: &str) -> String {
+        if self.sentinel {
+            return format!("redis://{hosts}");
+        }
         let (scheme, rest) = self.url.split_once("://").unwrap();
         let user = rest
             .split_once('@')
@@ -238,6 +283,8 @@ impl Harness for RedisHarness {
     async fn unreachable(&self) -> Result<Arc<dyn DistributedLock>, LockError> {
         let url = if self.tls {
             self.with_hosts("127.0.0.1:1") + "&timeout=1s"
+        } else if self.sentinel {
+            "redis+sentinel://127.0.0.1:1/distlock?timeout=1s".to_owned()
         } else if self.ports.len() == 1 {
             "redis://127.0.0.1:1?timeout=1s".to_owned()
         } else {
