@@ -79,7 +79,7 @@ where
     let max = p.max.unwrap_or(longest * 1.35).max(f64::MIN_POSITIVE);
     let mut chart = ChartBuilder::on(area)
         .caption(p.title, ("sans-serif", 15))
-        .margin_right(14)
+        .margin_right(30)
         .x_label_area_size(28)
         .y_label_area_size(label_w)
         .build_cartesian_2d(0.0..max, (0..n - 1).into_segmented())?;
