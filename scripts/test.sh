@@ -27,4 +27,5 @@ fi
 cargo package -q --workspace --exclude benches --exclude distlock-chaos --no-verify --allow-dirty
 
 # Every crate's unit, conformance, fault and process tests on the real servers.
+export DISTLOCK_CHROMIUM; DISTLOCK_CHROMIUM="$(scripts/browser.sh)" # for benches/tests/html.rs
 cargo test --workspace --exclude distlock-zookeeper-client --all-features -- --test-threads="${DISTLOCK_TEST_THREADS:-4}"

@@ -4,8 +4,11 @@
 //
 //   CuratorMutex uncontended CONNECT PATH SECONDS
 //   CuratorMutex contended   CONNECT PATH SECONDS WORKERS
+//   CuratorMutex worker      CONNECT PATH SECONDS HOLD_MS
 //
-// Prints one JSON object (the fields of the report's ResultRow). What the peer gives up: no
+// Prints one JSON object (the fields of the report's ResultRow); `worker` is one process of the
+// grid scenario instead (READY, GO on stdin, one `ACQ 0 asked got releasing` line per
+// acquisition on System.nanoTime, which is CLOCK_MONOTONIC as the Rust workers use, and DONE). What the peer gives up: no
 // fencing token handed to the caller, no lost-lock signal on the lock itself (a connection
 // state listener is the user's job). Contended workers are threads, each with its own
 // CuratorFramework client (its own ZooKeeper session); the overlap check counts holders under a
@@ -43,6 +46,46 @@ public class CuratorMutex {
         List<Long> s = new ArrayList<>(nanos);
         Collections.sort(s);
         return s.get(Math.min(s.size() - 1, (int) (q * s.size()))) / 1000.0;
+    }
+
+    // The quantiles of benches/src/stats.rs LADDER.
+    static final double[] LADDER = {0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 0.999, 0.9999, 1.0};
+
+    static String ladderJson(List<Long> nanos) {
+        StringBuilder b = new StringBuilder("[");
+        for (int i = 0; i < LADDER.length; i++) {
+            if (i > 0) b.append(',');
+            b.append(String.format(java.util.Locale.ROOT, "[%f,%f]", LADDER[i], quantileUs(nanos, LADDER[i])));
+        }
+        return b.append(']').toString();
+    }
+
+    static double worstShare(long[] counts) {
+        long total = 0, min = Long.MAX_VALUE;
+        for (long c : counts) { total += c; min = Math.min(min, c); }
+        return total == 0 ? 0 : (double) min * counts.length / total;
+    }
+
+    static void worker(String connect, String path, double seconds, long holdMs) throws Exception {
+        CuratorFramework c = client(connect);
+        InterProcessMutex m = new InterProcessMutex(c, path);
+        System.out.println("READY");
+        System.out.flush();
+        new java.io.BufferedReader(new java.io.InputStreamReader(System.in)).readLine();
+        long end = System.nanoTime() + (long) (seconds * 1e9);
+        StringBuilder lines = new StringBuilder();
+        while (System.nanoTime() < end) {
+            long asked = System.nanoTime();
+            if (!m.acquire(Math.max(end - asked, 1), TimeUnit.NANOSECONDS)) break;
+            long got = System.nanoTime();
+            if (holdMs > 0) Thread.sleep(holdMs); else Thread.yield();
+            long releasing = System.nanoTime();
+            m.release();
+            lines.append("ACQ 0 ").append(asked).append(' ').append(got).append(' ').append(releasing).append('\n');
+        }
+        System.out.print(lines.append("DONE\n"));
+        System.out.flush();
+        c.close();
     }
 
     static double jain(long[] counts) {
@@ -121,11 +164,11 @@ public class CuratorMutex {
         for (long c : counts) total += c;
         return String.format(java.util.Locale.ROOT,
             "{\"scenario\":\"contended\",\"ops_per_sec\":%f,\"p50_us\":%f,\"p99_us\":%f,\"p999_us\":%f,"
-                + "\"same_holder_fraction\":%f,\"jain_index\":%f,\"violations\":%d,"
-                + "\"handoff_p50_us\":%f,\"handoff_p99_us\":%f,\"param\":%d}",
+                + "\"same_holder_fraction\":%f,\"jain_index\":%f,\"worst_share\":%f,\"violations\":%d,"
+                + "\"handoff_p50_us\":%f,\"handoff_p99_us\":%f,\"param\":%d,\"wait_ladder_us\":%s}",
             total / elapsed, quantileUs(waits, 0.5), quantileUs(waits, 0.99), quantileUs(waits, 0.999),
-            (double) same / Math.max(handoffCount, 1), jain(counts), violations,
-            quantileUs(handoffs, 0.5), quantileUs(handoffs, 0.99), workers);
+            (double) same / Math.max(handoffCount, 1), jain(counts), worstShare(counts), violations,
+            quantileUs(handoffs, 0.5), quantileUs(handoffs, 0.99), workers, ladderJson(waits));
     }
 
     public static void main(String[] args) throws Exception {
@@ -134,8 +177,12 @@ public class CuratorMutex {
             row = uncontended(args[1], args[2], Double.parseDouble(args[3]));
         } else if (args.length == 5 && args[0].equals("contended")) {
             row = contended(args[1], args[2], Double.parseDouble(args[3]), Integer.parseInt(args[4]));
+        } else if (args.length == 5 && args[0].equals("worker")) {
+            worker(args[1], args[2], Double.parseDouble(args[3]), Long.parseLong(args[4]));
+            System.exit(0);
+            return;
         } else {
-            System.err.println("usage: CuratorMutex uncontended CONNECT PATH SECONDS | contended CONNECT PATH SECONDS WORKERS");
+            System.err.println("usage: CuratorMutex uncontended CONNECT PATH SECONDS | contended CONNECT PATH SECONDS WORKERS | worker CONNECT PATH SECONDS HOLD_MS");
             System.exit(64);
             return;
         }

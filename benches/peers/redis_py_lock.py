@@ -3,8 +3,15 @@ the way benches/src/scenarios measure distlock, so the two rows sit side by side
 
     python redis_py_lock.py uncontended HOST PORT NAME SECONDS
     python redis_py_lock.py contended   HOST PORT NAME SECONDS WORKERS
+    python redis_py_lock.py worker      HOST PORT NAME SECONDS HOLD_MS
 
-Prints one JSON object (the fields of the report's ResultRow). What the peer gives up: no
+Prints one JSON object (the fields of the report's ResultRow); `worker` is one process of the
+grid scenario instead: it prints READY, waits for GO on stdin, then takes the lock for SECONDS
+(each wait ending with that window), holding it HOLD_MS each time, and prints one
+`ACQ 0 asked got releasing` line per acquisition (CLOCK_MONOTONIC ns, as the Rust workers)
+and DONE.
+
+What the peer gives up: no
 fencing token, no FIFO (a blocked `acquire` polls every `sleep` = 0.1 s, redis-py's default),
 no lost-lock signal. Contended workers are threads, each with its own connection; the overlap
 check counts holders under a local mutex.
@@ -23,6 +30,15 @@ def quantile_us(samples, q):
         return 0.0
     s = sorted(samples)
     return s[min(len(s) - 1, int(q * len(s)))] * 1e6
+
+
+# The quantiles of benches/src/stats.rs LADDER.
+LADDER = [0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 0.999, 0.9999, 1.0]
+
+
+def worst_share(counts):
+    total = sum(counts)
+    return 0.0 if total == 0 else min(counts) * len(counts) / total
 
 
 def jain(counts):
@@ -110,11 +126,33 @@ def contended(host, port, name, seconds, workers):
         "p999_us": quantile_us(waits, 0.999),
         "same_holder_fraction": state["same"] / max(state["handoffs"], 1),
         "jain_index": jain(counts),
+        "worst_share": worst_share(counts),
+        "wait_ladder_us": [[q, quantile_us(waits, q)] for q in LADDER],
         "violations": state["violations"],
         "handoff_p50_us": quantile_us(handoffs, 0.5),
         "handoff_p99_us": quantile_us(handoffs, 0.99),
         "param": workers,
     }
+
+
+def worker(host, port, name, seconds, hold_ms):
+    r = redis.Redis(host=host, port=port)
+    r.ping()
+    print("READY", flush=True)
+    sys.stdin.readline()
+    end = time.monotonic() + seconds
+    lines = []
+    while time.monotonic() < end:
+        lock = r.lock(name, timeout=30)
+        asked = time.monotonic_ns()
+        if not lock.acquire(blocking_timeout=max(end - time.monotonic(), 0.001)):
+            break
+        got = time.monotonic_ns()
+        time.sleep(hold_ms / 1000)
+        releasing = time.monotonic_ns()
+        lock.release()
+        lines.append(f"ACQ 0 {asked} {got} {releasing}")
+    print("\n".join(lines + ["DONE"]), flush=True)
 
 
 def main(argv):
@@ -125,6 +163,9 @@ def main(argv):
         row = uncontended(host, port, name, seconds)
     elif scenario == "contended" and len(argv) == 7:
         row = contended(host, port, name, seconds, int(argv[6]))
+    elif scenario == "worker" and len(argv) == 7:
+        worker(host, port, name, seconds, int(argv[6]))
+        return
     else:
         raise SystemExit(__doc__)
     print(json.dumps(row))

@@ -8,6 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::scenarios::contended_procs::WorkerCmd;
 use crate::scenarios::{fresh_name, ResultRow};
 use crate::targets::Target;
 
@@ -85,19 +86,14 @@ impl Peer {
                     }
                     cp.push(p);
                 }
-                let classes = work.join("curator-classes");
-                let out = std::process::Command::new("javac")
-                    .args(["-cp", &cp.join(":"), "-d"])
-                    .arg(&classes)
-                    .arg(here.join("CuratorMutex.java"))
-                    .output()
-                    .map_err(|e| format!("javac: {e} (a JDK: Debian default-jdk-headless)"))?;
-                if !out.status.success() {
-                    return Err(format!(
-                        "javac failed: {}",
-                        String::from_utf8_lossy(&out.stderr)
-                    ));
+                // A logging binding that prints nothing, when installed: without one SLF4J warns
+                // on stderr once per JVM, and the grid starts one per process.
+                let nop = "/usr/share/java/slf4j-nop.jar";
+                if Path::new(nop).exists() {
+                    cp.push(nop.to_owned());
                 }
+                let classes = work.join("curator-classes");
+                compile_once(&here.join("CuratorMutex.java"), &classes, &cp.join(":"))?;
                 cp.push(classes.display().to_string());
                 Ok((
                     "java".to_owned(),
@@ -105,6 +101,71 @@ impl Peer {
                 ))
             }
         }
+    }
+}
+
+/// Compiles `source` into `classes` unless its class there is newer (the grid starts a driver
+/// per process and cell).
+fn compile_once(source: &Path, classes: &Path, cp: &str) -> Result<(), String> {
+    let class = classes.join("CuratorMutex.class");
+    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    if let (Some(c), Some(s)) = (modified(&class), modified(source)) {
+        if c >= s {
+            return Ok(());
+        }
+    }
+    let out = std::process::Command::new("javac")
+        .args(["-cp", cp, "-d"])
+        .arg(classes)
+        .arg(source)
+        .output()
+        .map_err(|e| format!("javac: {e} (a JDK: Debian default-jdk-headless)"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "javac failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}
+
+/// The driver's program and its arguments up to the scenario's own: the scenario, the store
+/// and a fresh lock name.
+fn driver(
+    peer: Peer,
+    t: &Target,
+    scenario: &str,
+    work: &Path,
+) -> Result<(String, Vec<String>), String> {
+    let _ = std::fs::create_dir_all(work);
+    let (program, mut args) = peer.command(work)?;
+    let (host, port) = host_port(&t.url);
+    args.push(scenario.to_owned());
+    match peer {
+        Peer::RedisPy => args.extend([host, port, fresh_name(&format!("redis-py-{scenario}"))]),
+        Peer::Curator => args.extend([
+            format!("{host}:{port}"),
+            format!("/{}", fresh_name(&format!("curator-{scenario}"))),
+        ]),
+    }
+    Ok((program, args))
+}
+
+impl Peer {
+    /// One grid process of this peer: its driver's `worker` mode, which speaks the protocol of
+    /// `contended_procs::run_workers` and holds each acquisition `hold_ms`. One lock name per
+    /// call: call once per cell and clone for its processes.
+    pub fn worker_cmd(
+        self,
+        t: &Target,
+        d: Duration,
+        hold_ms: u64,
+        work: &Path,
+    ) -> Result<WorkerCmd, String> {
+        let (program, mut args) = driver(self, t, "worker", work)?;
+        args.extend([format!("{}", d.as_secs_f64()), hold_ms.to_string()]);
+        Ok(WorkerCmd { program, args })
     }
 }
 
@@ -155,21 +216,7 @@ async fn run_inner(
     d: Duration,
     work: &Path,
 ) -> Result<ResultRow, String> {
-    let _ = std::fs::create_dir_all(work);
-    let (program, mut args) = peer.command(work)?;
-    let (host, port) = host_port(&t.url);
-    args.push(scenario.to_owned());
-    match peer {
-        Peer::RedisPy => {
-            args.extend([host, port, fresh_name(&format!("redis-py-{scenario}"))]);
-        }
-        Peer::Curator => {
-            args.extend([
-                format!("{host}:{port}"),
-                format!("/{}", fresh_name(&format!("curator-{scenario}"))),
-            ]);
-        }
-    }
+    let (program, mut args) = driver(peer, t, scenario, work)?;
     args.push(format!("{}", d.as_secs_f64()));
     if scenario == "contended" {
         args.push(workers.to_string());
@@ -218,6 +265,8 @@ async fn run_inner(
         p999_us: num("p999_us").unwrap_or(0.0),
         same_holder_fraction: num("same_holder_fraction"),
         jain_index: num("jain_index"),
+        worst_share: num("worst_share"),
+        wait_ladder_us: ladder(&v),
         violations: num("violations").unwrap_or(0.0) as u64,
         handoff_p50_us: num("handoff_p50_us"),
         handoff_p99_us: num("handoff_p99_us"),
@@ -225,6 +274,13 @@ async fn run_inner(
         note: peer.gives_up().to_owned(),
         ..Default::default()
     })
+}
+
+/// The driver's `wait_ladder_us` (`[[quantile, µs], …]`), empty when it sent none.
+fn ladder(v: &serde_json::Value) -> Vec<[f64; 2]> {
+    v.get("wait_ladder_us")
+        .and_then(|l| serde_json::from_value(l.clone()).ok())
+        .unwrap_or_default()
 }
 
 /// Where compiled peer drivers go.

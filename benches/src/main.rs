@@ -7,6 +7,7 @@
 mod charts;
 mod external;
 mod heap;
+mod html;
 mod peers;
 mod raw;
 mod report;
@@ -39,7 +40,7 @@ struct Args {
     /// A store to measure (repeatable); default: the embedded SQLite.
     #[arg(long = "url")]
     urls: Vec<String>,
-    /// Scenarios to run (repeatable): uncontended, contended, contended-procs, failover,
+    /// Scenarios to run (repeatable): uncontended, contended, contended-procs, grid, failover,
     /// scaling, semaphore, rwlock (these two run together). Default: all.
     #[arg(long = "scenario")]
     scenarios: Vec<String>,
@@ -55,6 +56,10 @@ struct Args {
     /// Where the report goes.
     #[arg(long, default_value = "target/bench-report")]
     out: PathBuf,
+    /// Measure nothing: write the report (Markdown, HTML, charts) from an earlier run's
+    /// `results.json`.
+    #[arg(long, value_name = "RESULTS_JSON")]
+    render: Option<PathBuf>,
     #[command(subcommand)]
     cmd: Option<Cmd>,
 }
@@ -71,7 +76,7 @@ enum Cmd {
         #[arg(long, value_parser = parse_dur)]
         ttl: Duration,
     },
-    /// (internal) one process of the contended-procs scenario.
+    /// (internal) one process of the contended-procs and grid scenarios.
     #[command(hide = true)]
     Worker {
         #[arg(long)]
@@ -80,6 +85,15 @@ enum Cmd {
         name: String,
         #[arg(long)]
         millis: u64,
+        /// How long each acquisition holds (0: one task yield).
+        #[arg(long, default_value_t = 0)]
+        hold_ms: u64,
+        /// Waits end with the window instead of after 30 s.
+        #[arg(long)]
+        window: bool,
+        /// distlock, naive-poll or rslock.
+        #[arg(long, default_value = "distlock")]
+        client: String,
     },
 }
 
@@ -136,6 +150,7 @@ struct Plan {
     uncontended: bool,
     contended: bool,
     contended_procs: bool,
+    grid: bool,
     failover: bool,
     scaling: bool,
 }
@@ -218,6 +233,10 @@ async fn run_target(
         }
         bar.inc(1);
     }
+    if plan.grid {
+        run_grid(&t, args, bar, rows).await?;
+        bar.inc(1);
+    }
     if plan.failover {
         bar.set_message(format!("{label}: failover"));
         rows.push(scenarios::failover::run(&label, url, &*lock).await?);
@@ -267,6 +286,92 @@ async fn run_target(
     Ok(())
 }
 
+/// The grid's cells for distlock and each peer on `t`; a peer that cannot run here gives one
+/// skipped row.
+async fn run_grid(
+    t: &targets::Target,
+    args: &Args,
+    bar: &ProgressBar,
+    rows: &mut Vec<ResultRow>,
+) -> Result<(), String> {
+    use scenarios::grid;
+    let (processes, holds, d): (&[usize], &[u64], _) = if args.quick {
+        (
+            &grid::QUICK_PROCESSES,
+            &grid::QUICK_HOLDS_MS,
+            args.duration.min(Duration::from_secs(1)),
+        )
+    } else {
+        (
+            &grid::PROCESSES,
+            &grid::HOLDS_MS,
+            args.duration.min(Duration::from_secs(2)),
+        )
+    };
+    for client in grid::Client::for_target(t) {
+        let label = client.label(t);
+        bar.set_message(format!("{label}: grid"));
+        let work = external::work_dir(&args.out);
+        match grid::cells(client, t, processes, holds, d, &work).await {
+            Ok(cells) => rows.extend(cells),
+            Err(e) if client == grid::Client::Distlock => return Err(format!("{label} grid: {e}")),
+            Err(e) => rows.push(ResultRow {
+                backend: label,
+                scenario: "skipped grid".into(),
+                note: e,
+                ..Default::default()
+            }),
+        }
+    }
+    Ok(())
+}
+
+/// `--render`: the report from an earlier run's `results.json`, nothing measured.
+fn render(path: &std::path::Path, out: &std::path::Path) {
+    let rows: Vec<ResultRow> = match std::fs::read_to_string(path)
+        .map_err(|e| e.to_string())
+        .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
+    {
+        Ok(rows) => rows,
+        Err(e) => {
+            eprintln!("cannot read {}: {e}", path.display());
+            std::process::exit(1);
+        }
+    };
+    let header = report::Header {
+        settings: format!("re-rendered from {}", path.display()),
+        versions: Vec::new(),
+    };
+    write_outputs(out, &header, &rows);
+}
+
+/// Writes `report.md`, `results.json`, the charts and `report.html` into `out`, and prints
+/// the Markdown; exits 1 when the report cannot be written.
+fn write_outputs(out: &std::path::Path, header: &report::Header, rows: &[ResultRow]) {
+    if let Err(e) = report::write(out, header, rows) {
+        eprintln!("cannot write the report to {}: {e}", out.display());
+        std::process::exit(1);
+    }
+    let markdown = report::markdown(header, rows);
+    let png = charts::init_font();
+    let drawn = match charts::write(out, rows, png) {
+        Ok((drawn, files)) => {
+            eprintln!("charts: {}", files.join(", "));
+            drawn
+        }
+        Err(e) => {
+            eprintln!("charts failed: {e}");
+            Vec::new()
+        }
+    };
+    if let Err(e) = std::fs::write(out.join("report.html"), html::page(&markdown, &drawn)) {
+        eprintln!("cannot write {}/report.html: {e}", out.display());
+        std::process::exit(1);
+    }
+    println!("{markdown}");
+    println!("report: {0}/report.md, {0}/report.html", out.display());
+}
+
 /// The library's warnings (and more with `RUST_LOG`, e.g. `distlock_redis=debug`) on stderr.
 fn init_logs() {
     use tracing_subscriber::filter::{LevelFilter, Targets};
@@ -292,10 +397,23 @@ fn init_logs() {
 async fn main() {
     init_logs();
     let args = Args::parse();
-    if let Some(Cmd::Worker { url, name, millis }) = &args.cmd {
+    if let Some(Cmd::Worker {
+        url,
+        name,
+        millis,
+        hold_ms,
+        window,
+        client,
+    }) = &args.cmd
+    {
+        let plan = scenarios::contended_procs::WorkerPlan {
+            duration: Duration::from_millis(*millis),
+            hold: Duration::from_millis(*hold_ms),
+            window: *window,
+        };
         let run = async {
-            let lock = targets::connect(url).await.map_err(|e| e.to_string())?;
-            scenarios::contended_procs::worker(&*lock, name, Duration::from_millis(*millis)).await
+            let lock = scenarios::grid::connect(client, url).await?;
+            scenarios::contended_procs::worker(&*lock, name, plan).await
         };
         if let Err(e) = run.await {
             println!("ERROR {e}");
@@ -319,6 +437,10 @@ async fn main() {
         };
         std::process::exit(code);
     }
+    if let Some(path) = &args.render {
+        render(path, &args.out);
+        return;
+    }
     let mut urls = args.urls.clone();
     if args.all {
         urls.push(sqlite_default());
@@ -333,6 +455,7 @@ async fn main() {
         uncontended: want("uncontended"),
         contended: want("contended"),
         contended_procs: want("contended-procs"),
+        grid: want("grid"),
         failover: want("failover"),
         scaling: want("scaling"),
     };
@@ -341,6 +464,7 @@ async fn main() {
         plan.uncontended,
         plan.contended,
         plan.contended_procs,
+        plan.grid,
         plan.failover,
         plan.scaling,
     ]
@@ -373,17 +497,7 @@ async fn main() {
         ),
         versions,
     };
-    if let Err(e) = report::write(&args.out, &header, &rows) {
-        eprintln!("cannot write the report to {}: {e}", args.out.display());
-        std::process::exit(1);
-    }
-    let png = charts::init_font();
-    match charts::write(&args.out, &rows, png) {
-        Ok(files) => eprintln!("charts: {}", files.join(", ")),
-        Err(e) => eprintln!("charts failed: {e}"),
-    }
-    println!("{}", report::markdown(&header, &rows));
-    println!("report: {}/report.md", args.out.display());
+    write_outputs(&args.out, &header, &rows);
     let violations: u64 = rows.iter().map(|r| r.violations).sum();
     for f in &failures {
         eprintln!("FAILED: {f}");

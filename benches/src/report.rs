@@ -70,6 +70,7 @@ pub fn markdown(h: &Header, rows: &[ResultRow]) -> String {
         "contended-procs",
         "Contended across processes (one client per process, one name)",
     );
+    grid_table(&mut s, rows);
     permits_table(&mut s, rows);
     let _ = writeln!(s, "\n## Failover (holder process killed with SIGKILL)\n");
     let _ = writeln!(
@@ -150,6 +151,52 @@ pub fn write(dir: &Path, h: &Header, rows: &[ResultRow]) -> std::io::Result<()> 
     std::fs::write(dir.join("report.md"), markdown(h, rows))?;
     let json = serde_json::to_string_pretty(rows).map_err(std::io::Error::other)?;
     std::fs::write(dir.join("results.json"), json)
+}
+
+/// The grid: a row per backend and process count, a column per hold time, each cell
+/// `acquisitions (fewest–most per client)`.
+fn grid_table(s: &mut String, rows: &[ResultRow]) {
+    let grid: Vec<&ResultRow> = rows.iter().filter(|r| r.scenario == "grid").collect();
+    let mut holds: Vec<u64> = grid.iter().filter_map(|r| r.hold_ms).collect();
+    holds.sort_unstable();
+    holds.dedup();
+    if holds.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "\n## Grid (processes × hold time on one name; acquisitions, fewest–most per process)\n"
+    );
+    let head: Vec<String> = holds.iter().map(|h| format!("hold {h} ms")).collect();
+    let _ = writeln!(s, "| backend | processes | {} |", head.join(" | "));
+    let _ = writeln!(s, "|---|---:|{}", "---:|".repeat(holds.len()));
+    let mut keys: Vec<(&str, u64)> = Vec::new();
+    for r in &grid {
+        let k = (r.backend.as_str(), r.processes.unwrap_or(0));
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+    for (backend, n) in keys {
+        let cells: Vec<String> = holds
+            .iter()
+            .map(|&h| {
+                grid.iter()
+                    .find(|r| {
+                        r.backend == backend && r.processes == Some(n) && r.hold_ms == Some(h)
+                    })
+                    .map_or("–".into(), |r| {
+                        format!(
+                            "{} ({}–{})",
+                            r.acquisitions.unwrap_or(0),
+                            r.min_per_client.unwrap_or(0),
+                            r.max_per_client.unwrap_or(0)
+                        )
+                    })
+            })
+            .collect();
+        let _ = writeln!(s, "| {backend} | {n} | {} |", cells.join(" | "));
+    }
 }
 
 /// The semaphore and read-write lock rows, if any ran.

@@ -6,6 +6,8 @@
 //!    handoff p50 ≤ one store round trip + 0.2 ms (Redis, SQL), ≤ Curator's (ZooKeeper).
 //! 2. Uncontended ≥ 0.9× the raw primitive; Redlock ≥ rslock's cycles/s.
 //! 3. Across 8 processes: re-takes ≤ 20%, wait p99 ≤ 20 ms.
+//! 4. Grid: no distlock client gets less than half its fair share (acquisitions ÷ processes)
+//!    in any cell of processes × hold time; the peers' worst cells are shown beside.
 //! 5. Cost per handoff flat from 1 to 1,000 waiters (never more than 2× that of a step with
 //!    fewer waiters; falling is flat); ≤ 2 KiB of client
 //!    memory per held lock.
@@ -63,6 +65,59 @@ fn growth(costs: &[(u64, f64)]) -> f64 {
         cheapest = cheapest.min(c);
     }
     grew
+}
+
+/// A grid cell's worst client as a fraction of its fair share (acquisitions ÷ processes).
+pub(crate) fn cell_share(r: &ResultRow) -> f64 {
+    let total = r.acquisitions.unwrap_or(0) as f64;
+    let n = r.processes.unwrap_or(1).max(1) as f64;
+    if total == 0.0 {
+        0.0
+    } else {
+        r.min_per_client.unwrap_or(0) as f64 * n / total
+    }
+}
+
+/// Target 4: each backend's worst grid cell; a verdict for distlock, the figure for a peer.
+fn grid(rows: &[ResultRow]) -> Vec<String> {
+    let mut labels: Vec<&str> = Vec::new();
+    for r in rows.iter().filter(|r| r.scenario == "grid") {
+        if !labels.contains(&r.backend.as_str()) {
+            labels.push(&r.backend);
+        }
+    }
+    let mut out = Vec::new();
+    for b in labels {
+        let cells: Vec<&ResultRow> = rows
+            .iter()
+            .filter(|r| r.scenario == "grid" && r.backend == b)
+            .collect();
+        let Some(worst) = cells
+            .iter()
+            .min_by(|x, y| cell_share(x).total_cmp(&cell_share(y)))
+        else {
+            continue;
+        };
+        let fair =
+            worst.acquisitions.unwrap_or(0) as f64 / worst.processes.unwrap_or(1).max(1) as f64;
+        let figure = format!(
+            "grid worst of {} cells: {} processes × {} ms hold, one client got {} of a fair {fair:.0} ({:.0}%)",
+            cells.len(),
+            worst.processes.unwrap_or(0),
+            worst.hold_ms.unwrap_or(0),
+            worst.min_per_client.unwrap_or(0),
+            cell_share(worst) * 100.0
+        );
+        out.push(if is_peer(b) {
+            format!("- {b}: {figure} (a peer, for comparison)")
+        } else {
+            format!(
+                "- {b}: {figure} — {} the ≥ half a fair share target",
+                verdict(cell_share(worst) >= 0.5)
+            )
+        });
+    }
+    out
 }
 
 /// One line per target and backend.
@@ -165,6 +220,8 @@ pub fn verdicts(rows: &[ResultRow]) -> Vec<String> {
             verdict(retakes <= 0.20 && r.p99_us <= 20_000.0)
         ));
     }
+    // 4. Grid.
+    out.extend(grid(rows));
     // 5. Scale.
     let mut backends: Vec<&str> = of("scaling-waiters").map(|r| r.backend.as_str()).collect();
     backends.dedup();
@@ -276,6 +333,44 @@ mod tests {
         let v = verdicts(&[r]);
         assert!(
             v[0].contains("2500 bytes") && v[0].contains("MISSES"),
+            "{v:?}"
+        );
+    }
+
+    fn cell(backend: &str, processes: u64, hold_ms: u64, counts: (u64, u64, u64)) -> ResultRow {
+        ResultRow {
+            backend: backend.into(),
+            scenario: "grid".into(),
+            processes: Some(processes),
+            hold_ms: Some(hold_ms),
+            acquisitions: Some(counts.0),
+            min_per_client: Some(counts.1),
+            max_per_client: Some(counts.2),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_grid_cell_with_a_client_under_half_its_share_misses() {
+        let rows = [
+            cell("redis", 8, 0, (800, 96, 104)),
+            cell("redis", 8, 10, (80, 9, 11)),
+            cell("naive-poll (redis)", 8, 10, (80, 0, 40)),
+            cell("sqlite-row", 2, 0, (100, 24, 76)),
+        ];
+        let v = verdicts(&rows);
+        let line = |who: &str| {
+            v.iter()
+                .find(|l| l.starts_with(who))
+                .cloned()
+                .unwrap_or_default()
+        };
+        assert!(line("- redis:").contains("meets"), "{v:?}");
+        assert!(line("- redis:").contains("8 processes × 10 ms"), "{v:?}");
+        assert!(line("- sqlite-row:").contains("MISSES"), "{v:?}");
+        let peer = line("- naive-poll (redis):");
+        assert!(
+            peer.contains("got 0 of a fair 10") && !peer.contains("MISSES"),
             "{v:?}"
         );
     }

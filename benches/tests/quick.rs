@@ -71,6 +71,34 @@ fn quick_run_on_sqlite_writes_the_report() {
     assert_eq!(counts, [8, 2], "process counts of the contended-procs rows");
     assert!(md.contains("Contended across processes"), "{md}");
     assert!(out.join("latency.svg").exists());
+    assert!(out.join("report.html").exists());
+    quick_grid_is_small_and_complete(rows);
+}
+
+/// `--quick` shortens the grid to 1, 2, 8 processes × 0, 10 ms, every cell counted.
+fn quick_grid_is_small_and_complete(rows: &[serde_json::Value]) {
+    let grid: Vec<&serde_json::Value> = rows.iter().filter(|r| r["scenario"] == "grid").collect();
+    let mut cells: Vec<(u64, u64)> = grid
+        .iter()
+        .map(|r| {
+            (
+                r["processes"].as_u64().unwrap_or(0),
+                r["hold_ms"].as_u64().unwrap_or(99),
+            )
+        })
+        .collect();
+    cells.sort_unstable();
+    assert_eq!(
+        cells,
+        [(1, 0), (1, 10), (2, 0), (2, 10), (8, 0), (8, 10)],
+        "grid cells"
+    );
+    for r in grid {
+        let (min, max) = (r["min_per_client"].as_u64(), r["max_per_client"].as_u64());
+        let total = r["acquisitions"].as_u64().unwrap_or(0);
+        assert!(total > 0 && min <= max && max <= Some(total), "{r}");
+        assert_eq!(r["backend"], "sqlite-row", "{r}");
+    }
 }
 
 /// The semaphore and read-write lock scenarios on the real single Redis (`scripts/services.sh

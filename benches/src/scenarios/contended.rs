@@ -9,7 +9,7 @@ use distlock_core::{AcquireOptions, DistributedLock};
 use tokio::time::Instant;
 
 use super::{fresh_name, ResultRow};
-use crate::stats::{jain, Latencies};
+use crate::stats::{jain, worst_share, Latencies};
 
 #[derive(Default)]
 struct Shared {
@@ -97,6 +97,8 @@ pub async fn run(
             shared.same_holder.load(Ordering::SeqCst) as f64 / n_handoffs as f64,
         ),
         jain_index: Some(jain(&counts)),
+        worst_share: Some(worst_share(&counts)),
+        wait_ladder_us: waits.ladder(),
         violations: shared.violations.load(Ordering::SeqCst),
         handoff_p50_us: Some(handoffs.quantile_us(0.5)),
         handoff_p99_us: Some(handoffs.quantile_us(0.99)),

@@ -11,13 +11,13 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use distlock_core::{AcquireOptions, DistributedLock};
+use distlock_core::{AcquireOptions, DistributedLock, LockError};
 use nix::time::{clock_gettime, ClockId};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdout};
 
 use super::{fresh_name, ResultRow};
-use crate::stats::{jain, Latencies};
+use crate::stats::{jain, worst_share, Latencies};
 
 /// One acquisition as a child reports it (times in ns on CLOCK_MONOTONIC).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,6 +40,37 @@ fn now_ns() -> u64 {
         .unwrap_or(0)
 }
 
+/// A child process speaking the worker protocol: `READY`, then on `GO` one
+/// `ACQ token asked got releasing` line per acquisition and `DONE`.
+#[derive(Clone, Debug)]
+pub struct WorkerCmd {
+    /// The program.
+    pub program: String,
+    /// Its arguments.
+    pub args: Vec<String>,
+}
+
+impl WorkerCmd {
+    /// This benchmark's own hidden `worker` subcommand, with `extra` arguments after its own.
+    pub fn own(
+        url: &str,
+        name: &str,
+        duration: Duration,
+        extra: &[String],
+    ) -> Result<Self, String> {
+        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+        let mut args: Vec<String> = ["worker", "--url", url, "--name", name, "--millis"]
+            .map(str::to_owned)
+            .into();
+        args.push(duration.as_millis().to_string());
+        args.extend_from_slice(extra);
+        Ok(WorkerCmd {
+            program: exe.display().to_string(),
+            args,
+        })
+    }
+}
+
 /// Runs `workers` child processes against `url` for `duration`.
 pub async fn run(
     label: &str,
@@ -47,26 +78,34 @@ pub async fn run(
     workers: usize,
     duration: Duration,
 ) -> Result<ResultRow, String> {
-    let name = fresh_name("contended-procs");
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let millis = duration.as_millis().to_string();
+    let cmd = WorkerCmd::own(url, &fresh_name("contended-procs"), duration, &[])?;
+    let all = run_workers(&vec![cmd; workers], duration).await?;
+    Ok(summarize(label, workers, duration, all))
+}
+
+/// Starts every command, lets them all begin at once, and gathers their acquisitions (each
+/// tagged with its command's index).
+pub async fn run_workers(
+    cmds: &[WorkerCmd],
+    duration: Duration,
+) -> Result<Vec<Acquisition>, String> {
     let mut children = Vec::new();
-    for _ in 0..workers {
-        let mut child = tokio::process::Command::new(&exe)
-            .args(["worker", "--url", url, "--name", &name, "--millis", &millis])
+    for cmd in cmds {
+        let mut child = tokio::process::Command::new(&cmd.program)
+            .args(&cmd.args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| format!("{}: {e}", cmd.program))?;
         let out = child.stdout.take().ok_or("no child stdout")?;
         children.push((child, BufReader::new(out)));
     }
     // Everyone connected first, then all start at once.
     for (_, out) in &mut children {
-        let line = read_line(out, Duration::from_secs(30)).await?;
+        let line = read_line(out, Duration::from_secs(60)).await?;
         if line.trim() != "READY" {
-            return Err(format!("worker failed to start: {line}"));
+            return Err(format!("worker failed to start: {}", line.trim()));
         }
     }
     for (child, _) in &mut children {
@@ -77,7 +116,7 @@ pub async fn run(
     for (id, (child, out)) in children.iter_mut().enumerate() {
         all.extend(collect(id, child, out, duration + Duration::from_secs(60)).await?);
     }
-    Ok(summarize(label, workers, duration, all))
+    Ok(all)
 }
 
 async fn read_line(out: &mut BufReader<ChildStdout>, within: Duration) -> Result<String, String> {
@@ -114,6 +153,10 @@ async fn collect(
                 });
             }
             ["DONE"] => break,
+            [] if line.is_empty() => {
+                let status = child.wait().await.map_err(|e| e.to_string())?;
+                return Err(format!("worker {worker} ended without DONE ({status})"));
+            }
             _ => {
                 let _ = child.start_kill();
                 return Err(format!("worker {worker}: {}", line.trim()));
@@ -124,24 +167,35 @@ async fn collect(
     Ok(got)
 }
 
-/// Figures and violations from every child's acquisitions.
-pub fn summarize(
-    label: &str,
-    workers: usize,
-    duration: Duration,
-    mut all: Vec<Acquisition>,
-) -> ResultRow {
+/// What every child's acquisitions add up to.
+pub struct Tally {
+    /// Acquisitions per child.
+    pub counts: Vec<u64>,
+    /// Wait for the lock: acquire() called → returned.
+    pub waits: Latencies,
+    /// release() called → the next holder's acquire() returned.
+    pub handoffs: Latencies,
+    /// Overlapping holds and repeated tokens.
+    pub violations: u64,
+    /// Share of handoffs where the releasing child took the lock straight back.
+    pub re_takes: f64,
+}
+
+/// Orders the acquisitions by token and checks each against the one before it. Peers without
+/// fencing tokens hand out 0: they are ordered by when they got the lock, and checked for
+/// overlap only.
+pub fn tally(workers: usize, mut all: Vec<Acquisition>) -> Tally {
     let mut counts = vec![0u64; workers];
     let (mut waits, mut handoffs) = (Latencies::default(), Latencies::default());
     for a in &all {
         counts[a.worker] += 1;
         waits.record(Duration::from_nanos(a.got.saturating_sub(a.asked)));
     }
-    all.sort_by_key(|a| a.token);
+    all.sort_by_key(|a| (a.token, a.got));
     let (mut violations, mut same) = (0u64, 0u64);
     for w in all.windows(2) {
         let (prev, next) = (w[0], w[1]);
-        if next.token == prev.token || next.got < prev.releasing {
+        if (next.token != 0 && next.token == prev.token) || next.got < prev.releasing {
             violations += 1;
         }
         handoffs.record(Duration::from_nanos(
@@ -152,30 +206,71 @@ pub fn summarize(
         }
     }
     let n_handoffs = all.len().saturating_sub(1).max(1) as f64;
-    ResultRow {
-        backend: label.to_owned(),
-        scenario: "contended-procs".into(),
-        ops_per_sec: all.len() as f64 / duration.as_secs_f64(),
-        p50_us: waits.quantile_us(0.5),
-        p99_us: waits.quantile_us(0.99),
-        p999_us: waits.quantile_us(0.999),
-        same_holder_fraction: Some(same as f64 / n_handoffs),
-        jain_index: Some(jain(&counts)),
+    Tally {
+        counts,
+        waits,
+        handoffs,
         violations,
-        handoff_p50_us: Some(handoffs.quantile_us(0.5)),
-        handoff_p99_us: Some(handoffs.quantile_us(0.99)),
-        param: Some(workers as u64),
-        note: format!("{workers} processes, one client each; p50/p99 = wait for the lock"),
-        ..Default::default()
+        re_takes: same as f64 / n_handoffs,
     }
 }
 
-/// The child side: wait for `GO` on stdin, then acquire and release `name` for `duration`,
-/// printing one `ACQ token asked got releasing` line per acquisition and `DONE` at the end.
+impl Tally {
+    /// The figures every multi-process row carries, under `scenario`.
+    pub fn row(&self, label: &str, scenario: &str, duration: Duration) -> ResultRow {
+        let total: u64 = self.counts.iter().sum();
+        ResultRow {
+            backend: label.to_owned(),
+            scenario: scenario.to_owned(),
+            ops_per_sec: total as f64 / duration.as_secs_f64(),
+            p50_us: self.waits.quantile_us(0.5),
+            p99_us: self.waits.quantile_us(0.99),
+            p999_us: self.waits.quantile_us(0.999),
+            same_holder_fraction: Some(self.re_takes),
+            jain_index: Some(jain(&self.counts)),
+            worst_share: Some(worst_share(&self.counts)),
+            wait_ladder_us: self.waits.ladder(),
+            violations: self.violations,
+            handoff_p50_us: Some(self.handoffs.quantile_us(0.5)),
+            handoff_p99_us: Some(self.handoffs.quantile_us(0.99)),
+            param: Some(self.counts.len() as u64),
+            ..Default::default()
+        }
+    }
+}
+
+/// Figures and violations from every child's acquisitions.
+pub fn summarize(
+    label: &str,
+    workers: usize,
+    duration: Duration,
+    all: Vec<Acquisition>,
+) -> ResultRow {
+    ResultRow {
+        note: format!("{workers} processes, one client each; p50/p99 = wait for the lock"),
+        ..tally(workers, all).row(label, "contended-procs", duration)
+    }
+}
+
+/// How a worker child uses the lock.
+#[derive(Clone, Copy, Debug)]
+pub struct WorkerPlan {
+    /// How long it keeps taking the lock.
+    pub duration: Duration,
+    /// How long it holds each time (zero: one task yield).
+    pub hold: Duration,
+    /// Whether a wait ends with the window (the grid counts what was got within it) rather
+    /// than after 30 s.
+    pub window: bool,
+}
+
+/// The child side: wait for `GO` on stdin, then acquire and release `name` for
+/// `plan.duration`, printing one `ACQ token asked got releasing` line per acquisition and
+/// `DONE` at the end.
 pub async fn worker(
     lock: &dyn DistributedLock,
     name: &str,
-    duration: Duration,
+    plan: WorkerPlan,
 ) -> Result<(), String> {
     println!("READY");
     let mut go = String::new();
@@ -183,20 +278,33 @@ pub async fn worker(
         .read_line(&mut go)
         .await
         .map_err(|e| e.to_string())?;
-    let end = tokio::time::Instant::now() + duration;
-    let opts = AcquireOptions::new().wait(Duration::from_secs(30));
+    let end = tokio::time::Instant::now() + plan.duration;
     let mut lines = Vec::new();
     while tokio::time::Instant::now() < end {
+        let wait = if plan.window {
+            end.saturating_duration_since(tokio::time::Instant::now())
+        } else {
+            Duration::from_secs(30)
+        };
         let asked = now_ns();
-        let g = lock.acquire(name, &opts).await.map_err(|e| e.to_string())?;
+        let g = match lock.acquire(name, &AcquireOptions::new().wait(wait)).await {
+            Ok(g) => g,
+            Err(LockError::Timeout { .. }) if plan.window => break,
+            Err(e) => return Err(e.to_string()),
+        };
         let got = now_ns();
-        tokio::task::yield_now().await;
+        if plan.hold.is_zero() {
+            tokio::task::yield_now().await;
+        } else {
+            tokio::time::sleep(plan.hold).await;
+        }
         let releasing = now_ns();
         let token = g.fencing_token();
         g.release().await.map_err(|e| e.to_string())?;
         lines.push(format!("ACQ {token} {asked} {got} {releasing}"));
     }
-    println!("{}\nDONE", lines.join("\n"));
+    lines.push("DONE".into());
+    println!("{}", lines.join("\n"));
     Ok(())
 }
 
@@ -235,5 +343,14 @@ mod tests {
             acq(1, 3, 45, 50),
         ];
         assert_eq!(summarize("t", 2, Duration::from_secs(1), bad).violations, 2);
+    }
+
+    #[test]
+    fn peers_without_tokens_are_ordered_by_time_and_checked_for_overlap() {
+        let clean = vec![acq(1, 0, 25, 30), acq(0, 0, 10, 20), acq(0, 0, 35, 40)];
+        let t = tally(2, clean);
+        assert_eq!((t.violations, t.counts.clone()), (0, vec![2, 1]));
+        let overlapping = vec![acq(0, 0, 10, 20), acq(1, 0, 15, 30)];
+        assert_eq!(tally(2, overlapping).violations, 1);
     }
 }

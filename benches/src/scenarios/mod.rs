@@ -3,14 +3,16 @@
 pub mod contended;
 pub mod contended_procs;
 pub mod failover;
+pub mod grid;
 pub mod permits;
 pub mod scaling;
 pub mod uncontended;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// One backend × scenario result (the objects of `results.json`).
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ResultRow {
     /// Backend label (`sqlite-row`, `redis`, `naive-poll (redis)`…).
     pub backend: String,
@@ -32,6 +34,13 @@ pub struct ResultRow {
     pub same_holder_fraction: Option<f64>,
     /// Jain's fairness index over workers (contended).
     pub jain_index: Option<f64>,
+    /// The worst-served worker's acquisitions ÷ the mean per worker (contended, grid): 1.0 is
+    /// its fair share, 0 starved.
+    pub worst_share: Option<f64>,
+    /// The wait for the lock at [`crate::stats::LADDER`]'s quantiles, as `[quantile, µs]`
+    /// (contended): the tail drawn as a ladder, not one p99.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub wait_ladder_us: Vec<[f64; 2]>,
     /// Mutual-exclusion or fencing-order violations seen (must be 0).
     pub violations: u64,
     /// Handoff latency p50 in µs: release() called → next acquire() returned.
@@ -48,6 +57,19 @@ pub struct ResultRow {
     pub rss_kb: Option<u64>,
     /// Live heap growth in bytes (names scenario), counted by the allocator.
     pub heap_bytes: Option<u64>,
+    /// Client memory per held lock as names were added, as `[held, bytes per lock]` (names).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub memory_per_lock: Vec<[u64; 2]>,
+    /// Client processes of a grid cell.
+    pub processes: Option<u64>,
+    /// How long each grid acquisition held the lock, in ms.
+    pub hold_ms: Option<u64>,
+    /// Acquisitions in a grid cell, every process together.
+    pub acquisitions: Option<u64>,
+    /// The fewest acquisitions one process of a grid cell got.
+    pub min_per_client: Option<u64>,
+    /// The most acquisitions one process of a grid cell got.
+    pub max_per_client: Option<u64>,
     /// Anything the reader must know about this row.
     pub note: String,
 }

@@ -55,7 +55,8 @@ fn rss_kb() -> u64 {
         .unwrap_or(0)
 }
 
-/// One client holds `n` distinct names at once.
+/// One client holds `n` distinct names at once, taken in waves up to a hundredth, a tenth and
+/// all of `n`, its memory read after each (the memory line's points).
 pub async fn names(
     label: &str,
     lock: Arc<dyn DistributedLock>,
@@ -66,19 +67,27 @@ pub async fn names(
     let heap_before = crate::heap::live();
     let sem = Arc::new(Semaphore::new(64));
     let start = Instant::now();
-    let mut tasks = Vec::new();
-    for i in 0..n {
-        let (lock, sem, name) = (Arc::clone(&lock), Arc::clone(&sem), format!("{prefix}-{i}"));
-        tasks.push(tokio::spawn(async move {
-            let _p = sem.acquire().await.map_err(|e| e.to_string())?;
-            lock.acquire(&name, &AcquireOptions::new().wait(Duration::from_secs(60)))
-                .await
-                .map_err(|e| e.to_string())
-        }));
-    }
     let mut guards = Vec::with_capacity(n);
-    for t in tasks {
-        guards.push(t.await.map_err(|e| e.to_string())??);
+    let mut points = Vec::new();
+    for wave in [n / 100, n / 10, n] {
+        let mut tasks = Vec::new();
+        for i in guards.len()..wave {
+            let (lock, sem, name) = (Arc::clone(&lock), Arc::clone(&sem), format!("{prefix}-{i}"));
+            tasks.push(tokio::spawn(async move {
+                let _p = sem.acquire().await.map_err(|e| e.to_string())?;
+                lock.acquire(&name, &AcquireOptions::new().wait(Duration::from_secs(60)))
+                    .await
+                    .map_err(|e| e.to_string())
+            }));
+        }
+        for t in tasks {
+            guards.push(t.await.map_err(|e| e.to_string())??);
+        }
+        if !guards.is_empty() {
+            let rss = rss_kb().saturating_sub(before) * 1024;
+            let heap = crate::heap::live().saturating_sub(heap_before);
+            points.push([guards.len() as u64, rss.max(heap) / guards.len() as u64]);
+        }
     }
     let elapsed = start.elapsed();
     let grown = rss_kb().saturating_sub(before);
@@ -86,6 +95,7 @@ pub async fn names(
     for g in guards {
         g.release().await.map_err(|e| e.to_string())?;
     }
+    points.dedup_by_key(|p| p[0]);
     Ok(ResultRow {
         backend: label.to_owned(),
         scenario: "scaling-names".into(),
@@ -93,6 +103,7 @@ pub async fn names(
         param: Some(n as u64),
         rss_kb: Some(grown),
         heap_bytes: Some(heap_grown),
+        memory_per_lock: points,
         note: "acquisitions/s while holding all; rss_kb = resident memory growth, heap_bytes = live heap growth".into(),
         ..Default::default()
     })
