@@ -2,11 +2,11 @@
 //! illustrates and a short "how to read this".
 
 use super::bars::{self, Bar, Panel};
+use super::figure::{Figure, Plot};
 use super::heatmap;
 use super::ladder;
 use super::lines::{Axes, Series};
 use super::style::{legend_for, micros, percent, thousands, tick, RAW_SUFFIX};
-use super::{Figure, Plot};
 use crate::scenarios::ResultRow;
 
 fn of<'a>(rows: &'a [ResultRow], scenario: &str) -> Vec<&'a ResultRow> {

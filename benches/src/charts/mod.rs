@@ -3,6 +3,7 @@
 //! primitives apart; throughput is always drawn beside fairness.
 
 mod bars;
+mod figure;
 mod figures;
 mod heatmap;
 mod ladder;
@@ -11,11 +12,9 @@ mod style;
 
 use std::path::Path;
 
-use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use crate::scenarios::ResultRow;
-use style::Res;
 
 const FONT: &str = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
 
@@ -27,50 +26,6 @@ pub fn init_font() -> bool {
             plotters::style::register_font("sans-serif", FontStyle::Normal, leaked).is_ok()
         }
         Err(_) => false,
-    }
-}
-
-/// What a figure draws.
-pub enum Plot<'a> {
-    /// Horizontal bar panels sharing their names.
-    Bars(Vec<bars::Panel<'a>>),
-    /// Wait ladders, a panel per store.
-    Ladder(Vec<ladder::Group<'a>>),
-    /// One line per backend.
-    Lines(Vec<lines::Series>, lines::Axes),
-    /// The grid's heat maps, one per client.
-    Heat(Vec<(String, Vec<&'a ResultRow>)>),
-}
-
-/// One chart and what the report says about it.
-pub struct Figure<'a> {
-    /// File stem (`handoffs` → `handoffs.svg`, `handoffs.png`).
-    pub stem: &'static str,
-    /// Its title, drawn on it.
-    pub title: String,
-    /// The heading (its start) of the report section it illustrates.
-    pub section: &'static str,
-    /// How to read it, in a few sentences.
-    pub how: &'static str,
-    size: (u32, u32),
-    legend: Vec<(String, RGBColor)>,
-    plot: Plot<'a>,
-}
-
-impl Figure<'_> {
-    fn draw<DB: DrawingBackend>(&self, root: DrawingArea<DB, Shift>) -> Res
-    where
-        DB::ErrorType: 'static,
-    {
-        let body = style::header(&root, &self.title, &self.legend)?;
-        match &self.plot {
-            Plot::Bars(panels) => bars::draw(&body, panels)?,
-            Plot::Ladder(groups) => ladder::draw(&body, groups)?,
-            Plot::Lines(series, axes) => lines::draw(&body, series, axes)?,
-            Plot::Heat(clients) => heatmap::draw(&body, clients)?,
-        }
-        root.present()?;
-        Ok(())
     }
 }
 
