@@ -170,6 +170,10 @@ pub struct RunArgs {
     /// behind), SIGKILL what is left after this long.
     #[arg(long, value_parser = dur, default_value = "10s")]
     pub kill_after: Duration,
+    /// Serve distlock's metrics for Prometheus at http://ADDR/metrics while CMD runs (e.g.
+    /// 127.0.0.1:9464): acquisitions, wait and hold times, losses, renewal failures.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_addr: Option<std::net::SocketAddr>,
     /// The command and its arguments.
     #[arg(last = true, required = true)]
     pub command: Vec<String>,

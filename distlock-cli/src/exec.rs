@@ -119,6 +119,8 @@ pub struct ExecArgs {
     pub ttl: Option<Duration>,
     /// After SIGTERM to CMD's group, SIGKILL what is left after this long.
     pub kill_after: Duration,
+    /// Where to serve metrics for Prometheus, if anywhere.
+    pub metrics_addr: Option<std::net::SocketAddr>,
     /// The command and its arguments.
     pub command: Vec<String>,
     /// What CMD runs under.
@@ -435,6 +437,7 @@ impl ExecArgs {
             wait: run.wait,
             ttl: run.ttl,
             kill_after: run.kill_after,
+            metrics_addr: run.metrics_addr,
             command: run.command,
             take,
         }
@@ -472,6 +475,12 @@ pub async fn run(a: ExecArgs) -> i32 {
         say!("distlock: no command given after --");
         return exit::USAGE;
     };
+    if let Some(addr) = a.metrics_addr {
+        if let Err(e) = crate::metrics::serve(addr) {
+            say!("distlock: {e}");
+            return exit::USAGE;
+        }
+    }
     let baseline = alive_tasks();
     let connected = tokio::select! {
         connected = connect(&a) => connected,

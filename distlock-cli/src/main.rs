@@ -11,6 +11,7 @@ mod exit;
 mod inspect;
 mod leader;
 mod logs;
+mod metrics;
 mod operator;
 
 use clap::Parser;
