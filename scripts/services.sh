@@ -2,7 +2,7 @@
 # Private store instances on loopback for distlock's tests and benchmarks.
 #
 #   scripts/services.sh up|down|status [service…]   services: redis redlock zk zk-ensemble zk-netns postgres mysql etcd etcd-cluster
-#     redis-tls postgres-tls mysql-tls etcd-secure redis-sentinel
+#     redis-tls postgres-tls mysql-tls etcd-secure redis-sentinel redis-cluster
 #   scripts/services.sh stop-one NAME | start-one NAME | pid NAME   (NAME: redis-17003, zk-12282, etcd-12489, …)
 #   scripts/services.sh netns-cut A B | netns-heal A B   (cut / heal zk-netns members A and B)
 #   (stop-one/start-one/pid also take zkns-N, a zk-netns member)
@@ -21,7 +21,8 @@
 # Redis), MariaDB 13306, etcd 12379 (peer 12380) and a 3-member etcd cluster on client ports
 # 12479, 12489, 12499 (peers 12480, 12490, 12500), and redis-py in a venv under $DIR/redis-py (the
 # interop partner of distlock-redis/tests/redis_py.rs and a bench peer), a Sentinel set (master
-# 16400, replicas 16401-16402, sentinels 26400-26402, master name `distlock`). `up` also installs protoc
+# 16400, replicas 16401-16402, sentinels 26400-26402, master name `distlock`) and a Redis
+# Cluster (16410-16415, three primaries with a replica each). `up` also installs protoc
 # (protobuf-compiler), which distlock-etcd's build needs (scripts/test.sh builds --all-features).
 set -euo pipefail
 
@@ -41,6 +42,7 @@ MYSQL_TLS_PORT=13307                     # MariaDB that requires TLS
 ETCD_SECURE_PORT=12579                   # TLS + authentication (peer 12580)
 SENTINEL_REDIS_PORTS=(16400 16401 16402) # Sentinel-managed: master, two replicas
 SENTINEL_PORTS=(26400 26401 26402)       # the sentinels watching master set "distlock"
+CLUSTER_PORTS=(16410 16411 16412 16413 16414 16415) # Redis Cluster: 3 primaries, 3 replicas
 WAIT_SECS="${DISTLOCK_SERVICES_WAIT:-90}"
 # The zk-netns ensemble: namespaces $NETNS_PREFIX1..3 on $NETNS_NET.0/24, bridge $NETNS_BRIDGE.
 NETNS_NET=10.231.0
@@ -61,6 +63,7 @@ case "${DISTLOCK_SERVICES_SET:-default}" in
     PG_PORT=16432; MYSQL_PORT=14306
     REDIS_TLS_PORT=17390; PG_TLS_PORT=16433; MYSQL_TLS_PORT=14307; ETCD_SECURE_PORT=13579
     SENTINEL_REDIS_PORTS=(17400 17401 17402); SENTINEL_PORTS=(27400 27401 27402)
+    CLUSTER_PORTS=(17410 17411 17412 17413 17414 17415)
     ETCD_PORT=13379; ETCD_CLUSTER_PORTS=(13479 13489 13499)
     NETNS_NET=10.231.1; NETNS_PREFIX=dl-zkc; NETNS_BRIDGE=dlbrc0; NETNS_VETH=dlzc ;;
   *) die "unknown DISTLOCK_SERVICES_SET '${DISTLOCK_SERVICES_SET}' (known: default, chaos)" ;;
@@ -221,6 +224,30 @@ CONF
   for p in "${SENTINEL_PORTS[@]}"; do wait_until "sentinel on $p" "$(sentinel_dir "$p")/sentinel.log" sentinel_ok "$p"; done
   wait_until "the sentinel set's replicas" "$(sentinel_dir "${SENTINEL_PORTS[0]}")/sentinel.log" sentinel_all_ok
 }
+
+# --- Redis Cluster: six nodes, three primaries with a replica each -----------------------------
+# `up` keeps a cluster whose state is ok; otherwise every node starts again empty and the
+# cluster is created anew (`redis-cli --cluster create`).
+cluster_ok() {
+  local p; for p in "${CLUSTER_PORTS[@]}"; do
+    redis-cli -p "$p" cluster info 2>/dev/null | grep -q '^cluster_state:ok' || return 1
+  done
+  [ "$(redis-cli -p "${CLUSTER_PORTS[0]}" cluster nodes 2>/dev/null | grep -c master)" = 3 ]
+}
+cluster_up() {
+  ensure_pkg redis-server redis-server
+  local p pid
+  for p in "${CLUSTER_PORTS[@]}"; do pid=$(pidof_file "$(redis_pidfile "$p")"); [ -n "$pid" ] && resumed "$pid"; done
+  cluster_ok && return 0
+  for p in "${CLUSTER_PORTS[@]}"; do redis_stop "$p"; rm -f "$DIR/redis-$p/nodes.conf"; done
+  for p in "${CLUSTER_PORTS[@]}"; do
+    redis_start "$p" --cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout 2000
+  done
+  redis-cli --cluster create $(printf '127.0.0.1:%s ' "${CLUSTER_PORTS[@]}") --cluster-replicas 1 --cluster-yes \
+    >"$DIR/redis-cluster-create.log" 2>&1 || die "redis-cli --cluster create failed (see $DIR/redis-cluster-create.log)"
+  wait_until "the Redis cluster" "$DIR/redis-cluster-create.log" cluster_ok
+}
+cluster_down() { local p; for p in "${CLUSTER_PORTS[@]}"; do redis_stop "$p"; done; }
 
 # --- TLS: a private CA and certificates (openssl) -------------------------------------------
 # $TLS/ca.crt signs server.crt (for DNS name `localhost` only, so a client that dials 127.0.0.1
@@ -717,13 +744,14 @@ etcd_role() { # leader|follower, from the member's own status
 }
 
 # --- per-service dispatch --------------------------------------------------------------------
-ALL=(redis redlock zk zk-ensemble zk-netns postgres mysql etcd etcd-cluster redis-tls postgres-tls mysql-tls etcd-secure redis-sentinel)
+ALL=(redis redlock zk zk-ensemble zk-netns postgres mysql etcd etcd-cluster redis-tls postgres-tls mysql-tls etcd-secure redis-sentinel redis-cluster)
 
 svc_up() {
   case $1 in
     redis) redis_start "$REDIS_PORT"; redis_start "$REDIS_REPLICA_PORT"; redis_py_venv ;;
     redis-tls) redis_tls_up ;;
     redis-sentinel) sentinel_up ;;
+    redis-cluster) cluster_up ;;
     redlock) for p in "${REDLOCK_PORTS[@]}"; do redis_start "$p"; done ;;
     zk) tls_up; zk_start "$ZK_PORT"; zk_wait "$ZK_PORT" ;;
     zk-ensemble)
@@ -756,6 +784,7 @@ svc_down() {
     redis) redis_stop "$REDIS_REPLICA_PORT"; redis_stop "$REDIS_PORT" ;;
     redis-tls) redis_stop "$REDIS_TLS_PORT" ;;
     redis-sentinel) sentinel_stop_all ;;
+    redis-cluster) cluster_down ;;
     redlock) for p in "${REDLOCK_PORTS[@]}"; do redis_stop "$p"; done ;;
     zk) zk_stop "$ZK_PORT" ;;
     zk-ensemble) for p in "${ZK_ENSEMBLE_PORTS[@]}"; do zk_stop "$p"; done ;;
@@ -776,6 +805,7 @@ svc_status() { # prints lines, returns non-zero if any is down
     redis) for p in "$REDIS_PORT" "$REDIS_REPLICA_PORT"; do if redis_ok "$p"; then echo "redis $p up"; else echo "redis $p down"; bad=1; fi; done ;;
     redis-tls) if redis_tls_ok; then echo "redis-tls $REDIS_TLS_PORT up"; else echo "redis-tls $REDIS_TLS_PORT down"; bad=1; fi ;;
     redis-sentinel) if sentinel_all_ok; then echo "redis-sentinel ${SENTINEL_PORTS[*]} up (master $(redis-cli -p "${SENTINEL_PORTS[0]}" sentinel get-master-addr-by-name distlock | sed -n 2p))"; else echo "redis-sentinel ${SENTINEL_PORTS[*]} down"; bad=1; fi ;;
+    redis-cluster) if cluster_ok; then echo "redis-cluster ${CLUSTER_PORTS[*]} up"; else echo "redis-cluster ${CLUSTER_PORTS[*]} down"; bad=1; fi ;;
     redlock) for p in "${REDLOCK_PORTS[@]}"; do if redis_ok "$p"; then echo "redlock $p up"; else echo "redlock $p down"; bad=1; fi; done ;;
     zk) if zk_ok "$ZK_PORT"; then echo "zk $ZK_PORT up"; else echo "zk $ZK_PORT down"; bad=1; fi ;;
     zk-ensemble) for p in "${ZK_ENSEMBLE_PORTS[@]}"; do if zk_ok "$p"; then echo "zk-ensemble $p up ($(tcp_say "$p" srvr | sed -n 's/^Mode: //p'))"; else echo "zk-ensemble $p down"; bad=1; fi; done ;;
@@ -821,6 +851,7 @@ DISTLOCK_TEST_POSTGRES_TLS_URL=postgres://distlock_tls@localhost:$PG_TLS_PORT/di
 DISTLOCK_TEST_MYSQL_TLS_URL=mysql://distlock_tls@localhost:$MYSQL_TLS_PORT/distlock?ssl-mode=VERIFY_IDENTITY&ssl-ca=$TLS/ca.crt&password_file=$TLS/sql-password
 DISTLOCK_TEST_ETCD_SECURE_URL=etcds://distlock@localhost:$ETCD_SECURE_PORT/locks?ca=$TLS/ca.crt&cert=$TLS/client.crt&key=$TLS/client.key&password_file=$TLS/etcd-password
 DISTLOCK_TEST_REDIS_SENTINEL_URL=redis+sentinel://$(printf '127.0.0.1:%s,' "${SENTINEL_PORTS[@]}" | sed 's/,$//')/distlock
+DISTLOCK_TEST_REDIS_CLUSTER_URL=redis+cluster://$(printf '127.0.0.1:%s,' "${CLUSTER_PORTS[@]:0:3}" | sed 's/,$//')
 DISTLOCK_TEST_ZK_AUTH_URL=zk://distlock@127.0.0.1:$ZK_PORT?password_file=$TLS/zk-password
 DISTLOCK_TEST_TLS_DIR=$TLS
 DISTLOCK_REDIS_PY=$DIR/redis-py/bin/python

@@ -20,7 +20,7 @@
 //! | `postgres://`, `postgresql://` | `distlock-sql` (`mode=row`, `for_update` or `advisory`) | `postgres` |
 //! | `mysql://`, `mariadb://` | `distlock-sql` (the same three modes) | `mysql` |
 //! | `sqlite://` | `distlock-sql` (row mode; a file, nothing to run) | `sqlite` |
-//! | `redis://`, `rediss://` (TLS), `redis+sentinel://`, `redlock://` | `distlock-redis` | `redis` |
+//! | `redis://`, `rediss://` (TLS), `redis+sentinel://`, `redis+cluster://`, `redlock://` | `distlock-redis` | `redis` |
 //! | `zk://`, `zookeeper://` | `distlock-zk` | `zookeeper` |
 //! | `etcd://` | `distlock-etcd` (`etcdctl lock`-compatible; building it needs `protoc`) | `etcd` (not default) |
 //!

@@ -74,7 +74,13 @@ pub fn backends() -> Vec<Backend> {
         ),
         backend!(
             "redis",
-            &["redis", "rediss", "redlock", "redis+sentinel"],
+            &[
+                "redis",
+                "rediss",
+                "redlock",
+                "redis+sentinel",
+                "redis+cluster"
+            ],
             distlock_redis::connect,
             distlock_redis::connect_semaphore,
             distlock_redis::connect_rwlock

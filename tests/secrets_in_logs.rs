@@ -73,6 +73,10 @@ async fn no_password_is_ever_logged() {
         "DISTLOCK_TEST_REDIS_SENTINEL_URL",
         "redis+sentinel://127.0.0.1:26400,127.0.0.1:26401,127.0.0.1:26402/distlock",
     );
+    let cluster = env_or(
+        "DISTLOCK_TEST_REDIS_CLUSTER_URL",
+        "redis+cluster://127.0.0.1:16410,127.0.0.1:16411,127.0.0.1:16412",
+    );
     let pg = env_or(
         "DISTLOCK_TEST_POSTGRES_URL",
         "postgres://postgres@127.0.0.1:15432/distlock",
@@ -103,6 +107,7 @@ async fn no_password_is_ever_logged() {
         with_credentials(&redis, "distlock_pw", GOOD),
         with_credentials(&redlock, "distlock_pw", GOOD),
         with_credentials(&sentinel, "distlock_pw", GOOD),
+        with_credentials(&cluster, "distlock_pw", GOOD),
         format!("{}?mode=row", with_credentials(&pg, "distlock_pw", GOOD)),
         format!(
             "{}?mode=for_update",
@@ -136,6 +141,7 @@ async fn no_password_is_ever_logged() {
         with_credentials(&redis, "distlock_pw", WRONG),
         with_credentials(&redlock, "distlock_pw", WRONG),
         with_credentials(&sentinel, "distlock_pw", WRONG),
+        with_credentials(&cluster, "distlock_pw", WRONG),
         with_credentials(&pg, "distlock_pw", WRONG),
         with_credentials(&mysql, "root", WRONG),
         rediss(WRONG),

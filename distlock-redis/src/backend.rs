@@ -71,10 +71,11 @@ impl RedisLock {
         let label = match cfg.topology {
             Topology::Single => "redis".to_owned(),
             Topology::Sentinel => "redis-sentinel".to_owned(),
+            Topology::Cluster => "redis-cluster".to_owned(),
             Topology::Redlock => format!("redlock-{}", cfg.nodes.len()),
         };
         let store = match cfg.topology {
-            Topology::Single | Topology::Sentinel => {
+            Topology::Single | Topology::Sentinel | Topology::Cluster => {
                 Store::Single(Box::new(Single::connect(&cfg, &label).await?))
             }
             Topology::Redlock => Store::Redlock(Redlock::connect(&cfg, &label).await?),
@@ -130,6 +131,9 @@ impl LockBackend for RedisLock {
         how: Attempt,
     ) -> Result<Option<LockGuard>, LockError> {
         let keys = Keys::new(&self.cfg.prefix, name);
+        if self.cfg.topology == Topology::Cluster && !crate::keys::one_slot(&keys.lock) {
+            return Err(crate::keys::split_by_braces(name));
+        }
         let token = self
             .cfg
             .test_hooks
@@ -152,7 +156,7 @@ impl LockBackend for RedisLock {
         Capabilities::leased(Wakeup::Notify, true)
             .with_queue_length(self.single())
             .with_holder_identity(true)
-            .with_operator(true, true)
+            .with_operator(self.cfg.topology != Topology::Cluster, true)
     }
 
     fn backend_name(&self) -> &str {

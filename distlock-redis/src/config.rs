@@ -12,6 +12,12 @@
 //!   master with `ROLE`, asks the sentinels again every 500 ms and after an unreachable master,
 //!   and follows a failover (wake-ups re-subscribe on the new master). The user and password
 //!   are the data nodes' (sentinels are asked without authentication). No TLS to sentinels yet.
+//! * `redis+cluster://[user:pass@]n1:p1,n2:p2,…`: a Redis Cluster, reached through any of
+//!   the seed nodes; redis-rs follows `MOVED`/`ASK` redirections and topology changes. Every
+//!   key of one lock shares the lock key's hash slot (`keys.rs`), so each script runs on the
+//!   slot's primary. A primary failover costs what a Sentinel failover costs, and neither
+//!   `replicas=` nor `lock_delay=` is offered here yet (their `WAIT` and keys are not
+//!   slot-bound). No TLS to a cluster yet; `ls` is not offered (it would see one node).
 //! * `replicas=N` (single or Sentinel): a grant or renewal counts only once `N` replicas have
 //!   acknowledged it (`WAIT N timeout` in the same pipeline as the script); one acknowledged
 //!   by fewer is given back and reported as [`LockError::Unavailable`]. It keeps a lock from
@@ -55,6 +61,8 @@ pub enum Topology {
     Redlock,
     /// The master of a Redis Sentinel set (the nodes are the sentinels).
     Sentinel,
+    /// A Redis Cluster (the nodes are seeds; every key of one lock lives in one hash slot).
+    Cluster,
 }
 
 /// What `connect` does about a server whose `maxmemory-policy` may evict lock keys.
@@ -193,9 +201,10 @@ impl RedisConfig {
             "rediss" => (Topology::Single, true),
             "redlock" => (Topology::Redlock, false),
             "redis+sentinel" => (Topology::Sentinel, false),
+            "redis+cluster" => (Topology::Cluster, false),
             other => {
                 return Err(LockError::invalid_config(format!(
-                    "scheme {other:?} in {:?} is not a Redis scheme (redis, rediss, redlock, redis+sentinel)",
+                    "scheme {other:?} in {:?} is not a Redis scheme (redis, rediss, redlock, redis+sentinel, redis+cluster)",
                     u.redacted()
                 )))
             }
@@ -275,6 +284,11 @@ impl RedisConfig {
                     "a single server over TLS is rediss://, not redis://…?tls=on",
                 )))
             }
+            (_, Topology::Cluster, Some(true)) => {
+                return Err(in_context(LockError::invalid_config(
+                    "TLS to a Redis Cluster is not supported yet",
+                )))
+            }
             (_, Topology::Sentinel, Some(true)) => {
                 return Err(in_context(LockError::invalid_config(
                     "TLS to a Sentinel set is not supported yet: use rediss:// to the master",
@@ -339,6 +353,15 @@ impl RedisConfig {
                      redis+sentinel://): Redlock's masters are independent, without replicas",
                 ))
             }
+            Topology::Cluster if self.replicas > 0 || self.lock_delay.is_some() => {
+                Err(LockError::invalid_config(
+                    "replicas= and lock_delay= are not offered on a Redis Cluster yet (use \
+                     fencing tokens: see docs/safety.md, Redis Cluster)",
+                ))
+            }
+            Topology::Cluster if self.db != 0 => Err(LockError::invalid_config(
+                "a Redis Cluster has database 0 only",
+            )),
             Topology::Sentinel
                 if n == 0 || self.master_name.as_deref().unwrap_or("").is_empty() =>
             {
@@ -354,7 +377,7 @@ impl RedisConfig {
     pub fn quorum(&self) -> usize {
         match self.topology {
             Topology::Redlock => self.nodes.len() / 2 + 1,
-            Topology::Single | Topology::Sentinel => 1,
+            Topology::Single | Topology::Sentinel | Topology::Cluster => 1,
         }
     }
 
@@ -420,6 +443,9 @@ mod tests {
             ("redis://h?prefix=a%00b", "NUL"),
             ("redis://h?eviction=maybe", "eviction=maybe"),
             ("redis+sentinel://a:1,b:2", "no master set"),
+            ("redis+cluster://a:1,b:2/3", "database 0"),
+            ("redis+cluster://a:1?replicas=1", "not offered"),
+            ("redis+cluster://a:1?tls=on", "not supported"),
             ("redis+sentinel://a:1/m/x", "\"x\""),
             ("redis+sentinel://a:1/m?tls=on", "not supported"),
             ("redis://h?replicas=two", "replicas=two"),

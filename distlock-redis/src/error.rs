@@ -8,10 +8,12 @@ pub(crate) fn map(err: redis::RedisError, backend: &str, name: Option<&str>) -> 
             "{backend}: the TLS handshake failed: {tls}; check ca= (the CA that signed the server's certificate), that the URL's host is a name on that certificate, and cert=/key="
         ));
     }
+    // A cluster's first connection wraps the refusal in an I/O error: only its text tells.
     if err.kind() == redis::ErrorKind::AuthenticationFailed
         || err
             .code()
             .is_some_and(|c| c == "WRONGPASS" || c == "NOAUTH")
+        || err.to_string().contains("AuthenticationFailed")
     {
         return LockError::invalid_config(format!(
             "{backend}: the server refused the credentials ({}); check the user and password in the URL",

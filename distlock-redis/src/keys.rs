@@ -70,9 +70,48 @@ impl Keys {
     }
 }
 
+/// The part of `key` Redis Cluster hashes to pick its slot: the first `{…}` with something
+/// in it, else the whole key.
+fn hashed(key: &str) -> &str {
+    key.find('{')
+        .and_then(|open| {
+            let rest = &key[open + 1..];
+            rest.find('}')
+                .filter(|&len| len > 0)
+                .map(|len| &rest[..len])
+        })
+        .unwrap_or(key)
+}
+
+/// Whether the lock key `lock` and distlock's keys beside it (`{lock}\0…`) share a hash slot,
+/// as a Redis Cluster needs for one script to touch them all. True for every key without `{`
+/// and `}`; a name whose braces make them differ is refused on a cluster.
+pub(crate) fn one_slot(lock: &str) -> bool {
+    hashed(lock) == hashed(&format!("{{{lock}}}\0fence"))
+}
+
+/// The refusal of a name [`one_slot`] rejects.
+pub(crate) fn split_by_braces(name: &str) -> distlock_core::LockError {
+    distlock_core::LockError::invalid_name(
+        name,
+        "on a Redis Cluster a lock's keys must share one hash slot, and this name's `{`/`}` \
+         would put them in different slots: avoid braces in names there",
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::Keys;
+
+    #[test]
+    fn a_clusters_slot_is_shared_by_brace_free_names_only() {
+        for ok in ["x", "a:b", "ключ", "{", "a{b"] {
+            assert!(super::one_slot(ok), "{ok}");
+        }
+        for split in ["{slot}", "${x}", "x}", "{}", "a{}b{c}"] {
+            assert!(!super::one_slot(split), "{split}");
+        }
+    }
 
     #[test]
     fn no_key_of_one_name_is_a_key_of_another() {

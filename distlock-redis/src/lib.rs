@@ -106,6 +106,7 @@ mod acquire;
 mod backend;
 mod clock;
 pub mod config;
+mod conn;
 mod error;
 mod eviction;
 pub mod fence;

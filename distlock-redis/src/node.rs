@@ -11,6 +11,7 @@ use redis::{Client, ErrorKind, RedisError, RedisResult, Value};
 use tokio::sync::OnceCell;
 
 use crate::config::{EvictionCheck, RedisConfig};
+use crate::conn::Conn;
 use crate::error::map;
 use crate::eviction::{self, Policy};
 use crate::keys::Keys;
@@ -152,7 +153,7 @@ pub(crate) struct Node {
 /// Where a node's commands go now.
 #[derive(Clone)]
 struct Endpoint {
-    conn: ConnectionManager,
+    conn: Conn,
     client: Client,
     addr: String,
     /// Set once the server's `maxmemory-policy` passed the check (see `eviction.rs`): at
@@ -249,6 +250,46 @@ impl Node {
         Ok(node)
     }
 
+    /// The cluster of `cfg`'s seed nodes, connected within `cfg.timeout`; pub/sub goes to the
+    /// first seed (a cluster passes every `PUBLISH` on to all its nodes).
+    pub(crate) async fn connect_cluster(cfg: &RedisConfig, label: &str) -> Result<Node, LockError> {
+        let urls: Vec<String> = cfg.nodes.iter().map(|a| cfg.server_url(a)).collect();
+        let bad = |e: RedisError| {
+            LockError::invalid_config(format!("{label}: bad cluster nodes: {:?}", e.kind()))
+        };
+        let cluster = redis::cluster::ClusterClientBuilder::new(urls)
+            .connection_timeout(cfg.timeout)
+            .response_timeout(cfg.timeout)
+            .build()
+            .map_err(bad)?;
+        let conn = match tokio::time::timeout(cfg.timeout * 2, cluster.get_async_connection()).await
+        {
+            Ok(Ok(c)) => c,
+            Ok(Err(e)) => return Err(map(e, label, None)),
+            Err(_) => {
+                return Err(LockError::unavailable(
+                    label,
+                    None,
+                    format!("no cluster node answered within {:?}", cfg.timeout * 2),
+                    None,
+                ))
+            }
+        };
+        let hosts: Vec<String> = cfg.nodes.iter().map(ToString::to_string).collect();
+        let node = Self::with(
+            cfg,
+            label,
+            Endpoint {
+                conn: Conn::Cluster(conn),
+                client: client(cfg, &cfg.nodes[0], label)?,
+                addr: format!("cluster {}", hosts.join(",")),
+                policy_checked: Arc::new(OnceCell::new()),
+            },
+        );
+        node.check_policy().await.map_err(|e| map(e, label, None))?;
+        Ok(node)
+    }
+
     /// From now on, this node's commands go where `other`'s go (a Sentinel failover: `other`
     /// is the new master, connected and checked).
     pub(crate) fn move_to(&self, other: &Node) {
@@ -261,7 +302,7 @@ impl Node {
     }
 
     /// The connection to the server (reconnecting by itself).
-    pub(crate) fn conn(&self) -> ConnectionManager {
+    pub(crate) fn conn(&self) -> Conn {
         self.at
             .read()
             .unwrap_or_else(|p| p.into_inner())
@@ -322,20 +363,28 @@ impl Node {
             .set_max_delay(Duration::from_millis(200));
         let conn = ConnectionManager::new_lazy_with_config(client.clone(), mgr_cfg)
             .map_err(|e| map(e, label, None))?;
-        Ok(Node {
-            at: Arc::new(RwLock::new(Endpoint {
-                conn,
+        Ok(Self::with(
+            cfg,
+            label,
+            Endpoint {
+                conn: Conn::Server(conn),
                 client,
                 addr: addr.to_string(),
                 policy_checked: Arc::new(OnceCell::new()),
-            })),
+            },
+        ))
+    }
+
+    fn with(cfg: &RedisConfig, label: &str, at: Endpoint) -> Node {
+        Node {
+            at: Arc::new(RwLock::new(at)),
             eviction: cfg.eviction,
             replicas: cfg.replicas,
             wait_ms: ms(cfg.timeout / 2),
             lock_delay_ms: cfg.lock_delay.map_or(0, ms),
             label: label.to_owned(),
             stalled: Arc::new(AtomicBool::new(false)),
-        })
+        }
     }
 
     /// Whether this node's last call timed out, with no answer since.

@@ -47,6 +47,13 @@ pub(crate) async fn list_held(
     prefix: &str,
     limit: usize,
 ) -> Result<Listing, LockError> {
+    if lock.config().topology == crate::Topology::Cluster {
+        // SCAN walks one node: a listing would silently miss the other primaries' slots.
+        return Err(LockError::unsupported(
+            lock.backend_label(),
+            "listing the locks of a Redis Cluster (ls)",
+        ));
+    }
     let key_prefix = format!("{}{prefix}", lock.config().prefix);
     let cap = limit.saturating_add(MAX_CANDIDATES);
     let mut candidates = BTreeSet::new();

@@ -4,8 +4,10 @@
 //! the script keeps the two on one connection even when the connection is re-opened between
 //! calls (on a fresh connection `WAIT` would count replicas that never saw the script).
 
-use redis::aio::{ConnectionLike, ConnectionManager};
+use redis::aio::ConnectionLike;
 use redis::{Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, RedisResult, Value};
+
+use crate::conn::Conn;
 
 /// The description of [`Acked::check`]'s error (`error.rs` makes it `Unavailable`).
 pub(crate) const UNACKNOWLEDGED: &str = "not acknowledged by enough replicas";
@@ -13,14 +15,14 @@ pub(crate) const UNACKNOWLEDGED: &str = "not acknowledged by enough replicas";
 /// A connection that sends each command followed by `WAIT replicas timeout` (when `replicas`
 /// is not 0) and keeps the last count.
 pub(crate) struct Acked {
-    conn: ConnectionManager,
+    conn: Conn,
     replicas: u32,
     timeout_ms: u64,
     acks: Option<i64>,
 }
 
 impl Acked {
-    pub(crate) fn new(conn: ConnectionManager, replicas: u32, timeout_ms: u64) -> Acked {
+    pub(crate) fn new(conn: Conn, replicas: u32, timeout_ms: u64) -> Acked {
         Acked {
             conn,
             replicas,

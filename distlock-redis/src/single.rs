@@ -48,6 +48,8 @@ impl Single {
             let node = sentinels.connect().await?;
             let follower = AbortOnDrop(sentinels.follow(node.clone()));
             (node, Some(follower))
+        } else if cfg.topology == Topology::Cluster {
+            (Node::connect_cluster(cfg, label).await?, None)
         } else {
             (Node::connect(cfg, 0, label).await?, None)
         };
@@ -55,7 +57,7 @@ impl Single {
             nodes: Arc::new([node]),
             timeout: cfg.timeout,
             label: label.to_owned(),
-            retry: follower.is_some() || cfg.replicas > 0,
+            retry: follower.is_some() || cfg.replicas > 0 || cfg.topology == Topology::Cluster,
             _follower: follower,
         })
     }

@@ -1,5 +1,5 @@
 //! The shared conformance suite on a single Redis, on a 5-master Redlock, on a single Redis
-//! over TLS and on the master of a Sentinel set.
+//! over TLS, on the master of a Sentinel set and on a Redis Cluster.
 
 mod support;
 
@@ -25,4 +25,10 @@ mod tls {
 mod sentinel {
     use super::*;
     distlock_core::conformance_suite!(RedisHarness::sentinel());
+}
+
+/// `redis+cluster://` to the shared 6-node cluster (every key of a lock in one hash slot).
+mod cluster {
+    use super::*;
+    distlock_core::conformance_suite!(RedisHarness::cluster());
 }

@@ -43,6 +43,13 @@ fn sentinel_master_port(url: &str) -> u16 {
     port
 }
 
+/// The Redis Cluster (`scripts/services.sh up`: 16410–16415, three primaries).
+pub fn cluster_url() -> String {
+    std::env::var("DISTLOCK_TEST_REDIS_CLUSTER_URL").unwrap_or_else(|_| {
+        "redis+cluster://127.0.0.1:16410,127.0.0.1:16411,127.0.0.1:16412".into()
+    })
+}
+
 /// The TLS server (`scripts/services.sh up` starts it on 16390: TLS only, ACL user `distlock`).
 pub fn tls_url() -> String {
     std::env::var("DISTLOCK_TEST_REDIS_TLS_URL").unwrap_or_else(|_| {
@@ -156,6 +163,8 @@ pub struct RedisHarness {
     pub tls: bool,
     /// The URL names sentinels; `ports` is the master they named when the harness was made.
     pub sentinel: bool,
+    /// The URL names Redis Cluster seeds (`ports`); looking underneath goes through the cluster.
+    pub cluster: bool,
 }
 
 impl RedisHarness {
@@ -166,6 +175,7 @@ impl RedisHarness {
             url,
             tls: false,
             sentinel: false,
+            cluster: false,
         }
     }
 
@@ -176,7 +186,34 @@ impl RedisHarness {
             url,
             tls: false,
             sentinel: false,
+            cluster: false,
         }
+    }
+
+    /// The shared Redis Cluster (16410–16415).
+    pub fn cluster() -> Self {
+        let url = cluster_url();
+        RedisHarness {
+            ports: ports(&url),
+            url,
+            tls: false,
+            sentinel: false,
+            cluster: true,
+        }
+    }
+
+    /// One command through the cluster (routed by its key).
+    pub async fn on_cluster<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> T {
+        let seeds: Vec<String> = self
+            .ports
+            .iter()
+            .map(|p| format!("redis://127.0.0.1:{p}"))
+            .collect();
+        let client = redis::cluster::ClusterClient::new(seeds).unwrap();
+        let mut c = client.get_async_connection().await.unwrap_or_else(|e| {
+            panic!("cannot reach the Redis cluster: {e}\nstart the test stores with `scripts/services.sh up`")
+        });
+        cmd.query_async(&mut c).await.unwrap()
     }
 
     /// The shared Sentinel set; looking underneath goes to its master (never failed over:
@@ -188,6 +225,7 @@ impl RedisHarness {
             url,
             tls: false,
             sentinel: true,
+            cluster: false,
         }
     }
 
@@ -198,6 +236,7 @@ impl RedisHarness {
             url,
             tls: true,
             sentinel: false,
+            cluster: false,
         }
     }
 
@@ -243,6 +282,11 @@ impl Harness for RedisHarness {
     }
 
     async fn crashable_client(&self) -> CrashableClient {
+        if self.cluster {
+            // The cluster names its nodes' own addresses: a proxy in front of a seed would not
+            // carry the client's connections. A crash is the client's guards abandoned.
+            return CrashableClient::in_process(self.client().await);
+        }
         CrashableClient::through_proxies(&self.ports, |hosts| {
             let url = self.with_hosts(&hosts);
             async move { connect_or_explain(&url).await }
@@ -251,6 +295,10 @@ impl Harness for RedisHarness {
     }
 
     async fn remove_underneath(&self, name: &str) {
+        if self.cluster {
+            let _: i64 = self.on_cluster(redis::cmd("DEL").arg(name)).await;
+            return;
+        }
         for p in &self.ports {
             let mut c = self.raw(*p).await;
             let _: i64 = redis::cmd("DEL")
@@ -262,6 +310,13 @@ impl Harness for RedisHarness {
     }
 
     async fn traces(&self, name: &str) -> usize {
+        if self.cluster {
+            let exists: i64 = self.on_cluster(redis::cmd("EXISTS").arg(name)).await;
+            let queued: i64 = self
+                .on_cluster(redis::cmd("ZCARD").arg(aux_key(name, "queue")))
+                .await;
+            return (exists + queued) as usize;
+        }
         let mut n = 0;
         for p in &self.ports {
             let mut c = self.raw(*p).await;
@@ -283,6 +338,8 @@ impl Harness for RedisHarness {
     async fn unreachable(&self) -> Result<Arc<dyn DistributedLock>, LockError> {
         let url = if self.tls {
             self.with_hosts("127.0.0.1:1") + "&timeout=1s"
+        } else if self.cluster {
+            "redis+cluster://127.0.0.1:1?timeout=1s".to_owned()
         } else if self.sentinel {
             "redis+sentinel://127.0.0.1:1/distlock?timeout=1s".to_owned()
         } else if self.ports.len() == 1 {
