@@ -38,8 +38,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use distlock_core::{
-    AcquireOptions, DistributedLock, DistributedRwLock, DistributedSemaphore, LockError, LockGuard,
-    LockInfo, RwLockInfo, SemaphoreInfo,
+    AcquireOptions, DistributedLock, DistributedRwLock, DistributedSemaphore, Leader, LockError,
+    LockGuard, LockInfo, RwLockInfo, SemaphoreInfo,
 };
 use tokio::runtime::{EnterGuard, Runtime};
 
@@ -126,6 +126,33 @@ impl Lock {
         self.0
             .rt
             .block_on("Lock::inspect", self.0.get()?.inspect(name))
+    }
+
+    /// Campaigns in `group` as `identity` until this caller leads (or `opts.wait` runs out),
+    /// as [`DistributedLock::campaign`]: the guard is the leadership.
+    ///
+    /// # Errors
+    /// As [`DistributedLock::campaign`]; [`LockError::InvalidConfig`] inside a Tokio runtime.
+    pub fn campaign(
+        &self,
+        group: &str,
+        identity: &str,
+        opts: &AcquireOptions,
+    ) -> Result<Guard, LockError> {
+        self.0.take(
+            "Lock::campaign",
+            self.0.get()?.campaign(group, identity, opts),
+        )
+    }
+
+    /// Who leads `group` now, as [`DistributedLock::leader`] (a snapshot).
+    ///
+    /// # Errors
+    /// As [`DistributedLock::leader`]; [`LockError::InvalidConfig`] inside a Tokio runtime.
+    pub fn leader(&self, group: &str) -> Result<Option<Leader>, LockError> {
+        self.0
+            .rt
+            .block_on("Lock::leader", self.0.get()?.leader(group))
     }
 
     /// The backend label, e.g. `postgres-row`.

@@ -217,6 +217,28 @@ fn inside_a_runtime_is_a_typed_error(url: &str) {
     rt.block_on(async { drop(lock) });
 }
 
+/// Leader election through the facade: a campaign blocks until the leader steps down, and
+/// `leader` names whoever leads in between.
+fn campaign_and_leader(url: &str) {
+    let lock = Arc::new(connect(url));
+    let group = unique("elect");
+    assert!(lock.leader(&group).unwrap().is_none());
+    let first = lock.campaign(&group, "first", &opts()).unwrap();
+    let seen = lock.leader(&group).unwrap().expect("a leader");
+    assert_eq!(seen.identity, "first");
+    assert_eq!(seen.fencing_token, first.fencing_token());
+    let second = {
+        let (lock, group) = (Arc::clone(&lock), group.clone());
+        std::thread::spawn(move || lock.campaign(&group, "second", &opts()))
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(lock.leader(&group).unwrap().unwrap().identity, "first");
+    first.release().unwrap();
+    let second = second.join().unwrap().unwrap();
+    assert_eq!(lock.leader(&group).unwrap().unwrap().identity, "second");
+    second.release().unwrap();
+}
+
 macro_rules! on_store {
     ($url:expr; $($case:ident),* $(,)?) => {$(
         #[test]
@@ -233,6 +255,7 @@ mod sqlite {
         try_acquire_on_a_held_lock,
         drop_releases,
         inside_a_runtime_is_a_typed_error,
+        campaign_and_leader,
     );
 }
 
@@ -243,6 +266,7 @@ mod redis {
         try_acquire_on_a_held_lock,
         drop_releases,
         inside_a_runtime_is_a_typed_error,
+        campaign_and_leader,
     );
 }
 
