@@ -202,7 +202,9 @@ impl RedisLock {
                 .map(|n| tokio::time::timeout(t, n.peek(keys))),
         )
         .await;
-        // Per holder token: how many nodes name it, and the last of their views.
+        // Per holder token: how many nodes name it, and the view with the highest counter — the
+        // holder's token: a Redlock holder's is the highest its quorum granted, which a node's
+        // own grant may be below until the write-back raises it.
         let mut holders = std::collections::HashMap::<String, (usize, Peek)>::new();
         for p in peeks.into_iter().flatten() {
             let p = match p.map_err(|e| map(e, &self.label, Some(name)))? {
@@ -211,7 +213,10 @@ impl RedisLock {
             };
             if let Some(owner) = p.owner.clone() {
                 let seen = holders.entry(owner).or_insert((0, p.clone()));
-                *seen = (seen.0 + 1, p);
+                seen.0 += 1;
+                if p.counter > seen.1.counter {
+                    seen.1 = p;
+                }
             }
         }
         Ok(Ok(

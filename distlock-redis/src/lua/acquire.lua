@@ -3,7 +3,8 @@
 -- use: nobody else can hold it here, so it counts as granted); in 'wait' mode, join (or
 -- refresh our place in) the FIFO queue when we do not get it.
 -- Invariants: the lock key is only ever SET when it does not exist (as SET NX would) or already
--- holds our token; a fencing token is max(counter + 1, floor), the floor being the server time
+-- holds our token (then the token is the counter's, already ours); a new fencing token is
+-- max(counter + 1, floor), the floor being the server time
 -- in µs (or, for Redlock, the client's), so tokens strictly increase per name even after a
 -- restart without persistence wiped the counter; data of a type or shape distlock does not
 -- write, at any of the four keys, is reported and never touched (see prelude.lua).
@@ -46,8 +47,19 @@ local function grant()
 end
 local holder = redis.call('GET', KEYS[1])
 if holder == ARGV[1] then
-  -- Ours already: refresh the lease and draw a new token by the same rule.
-  return grant()
+  -- Ours already (a release's grant, or an undo that never arrived): refresh the lease and keep
+  -- the token the counter holds, the one the grant gave us, so `inspect` and `leader` name the
+  -- token the guard has (a new draw here, racing the grant's delivery, once left a master's
+  -- counter above the guard's token). A missing counter draws afresh.
+  if counter == 0 then
+    return grant()
+  end
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  if queued and ARGV[5] == '' then
+    redis.call('ZREM', KEYS[3], ARGV[1])
+    redis.call('ZREM', KEYS[4], ARGV[1])
+  end
+  return {1, string.format('%d', counter)}
 end
 local head = nil
 if queued then

@@ -264,17 +264,21 @@ impl SentinelSet {
         child.wait().unwrap();
     }
 
-    /// Asks a sentinel for a failover (`SENTINEL FAILOVER`).
+    /// Asks a sentinel for a failover (`SENTINEL FAILOVER`), again every 200 ms for at most
+    /// 10 s while it refuses (`NOGOODSLAVE` until it has seen a replica it may promote).
     pub async fn failover(&self) {
         let cmd = redis::cmd("SENTINEL")
             .arg("failover")
             .arg("distlock")
             .clone();
-        let reply = ask(self.sentinels[0].port, &cmd).await;
-        assert!(
-            matches!(reply, Some(Value::Okay)),
-            "SENTINEL FAILOVER: {reply:?}"
-        );
+        let started = Instant::now();
+        while !matches!(ask(self.sentinels[0].port, &cmd).await, Some(Value::Okay)) {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "SENTINEL FAILOVER refused for 10 s"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
     }
 
     /// Waits (at most 20 s) until the sentinels name a master other than `old` that says it
