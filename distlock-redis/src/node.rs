@@ -301,18 +301,19 @@ impl Node {
         self.at.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
+    /// One field of where the commands go now, read under the lock (no whole-endpoint copy).
+    fn read<T>(&self, field: impl FnOnce(&Endpoint) -> T) -> T {
+        field(&self.at.read().unwrap_or_else(|p| p.into_inner()))
+    }
+
     /// The connection to the server (reconnecting by itself).
     pub(crate) fn conn(&self) -> Conn {
-        self.at
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .conn
-            .clone()
+        self.read(|at| at.conn.clone())
     }
 
     /// The client to open this server's pub/sub connection with.
     pub(crate) fn client(&self) -> Client {
-        self.at().client
+        self.read(|at| at.client.clone())
     }
 
     /// The connection for a grant or renewal: with `replicas=`, each command goes with a
@@ -325,6 +326,10 @@ impl Node {
     /// first lock, and until it passes the master is not counted (its refusal is an error
     /// here, logged, so the round counts it as a master that did not answer).
     async fn check_policy(&self) -> RedisResult<()> {
+        // Every acquisition passes here: once checked, nothing is copied.
+        if self.read(|at| at.policy_checked.initialized()) {
+            return Ok(());
+        }
         let at = self.at();
         at.policy_checked
             .get_or_try_init(|| async {
@@ -346,7 +351,7 @@ impl Node {
     /// The server's `host:port` (for logs and messages: never the URL, which may hold the
     /// password).
     pub(crate) fn addr(&self) -> String {
-        self.at().addr
+        self.read(|at| at.addr.clone())
     }
 
     /// A node whose connection is opened on first use (and re-opened after failures).

@@ -65,12 +65,14 @@ pub(crate) async fn acquire(
 }
 
 /// A holder's or waiter's script that names only its member: release, extend or leave.
+/// `renewal`: the write must reach the replicas `replicas=` asks for (an extension).
 async fn own(
     node: &Node,
     script: &redis::Script,
     keys: &PermitKeys,
     member: &str,
     arg: String,
+    renewal: bool,
 ) -> RedisResult<Result<bool, Foreign>> {
     let mut call = script.prepare_invoke();
     call.key(&keys.holders)
@@ -79,8 +81,7 @@ async fn own(
         .key(&keys.max)
         .arg(member)
         .arg(arg);
-    // Only a renewal needs its replicas' acknowledgement (`replicas=`).
-    if std::ptr::eq(script, &*PERMIT_EXTEND) {
+    if renewal {
         let (reply, acknowledged) = node.invoke_acked(&call).await?;
         if !acknowledged {
             return Err(crate::replicas::unacknowledged());
@@ -98,7 +99,15 @@ pub(crate) async fn release(
     keys: &PermitKeys,
     member: &str,
 ) -> RedisResult<Result<bool, Foreign>> {
-    own(node, &PERMIT_RELEASE, keys, member, keys.channel.clone()).await
+    own(
+        node,
+        &PERMIT_RELEASE,
+        keys,
+        member,
+        keys.channel.clone(),
+        false,
+    )
+    .await
 }
 
 /// Extends a held member's lease: `Ok(true)` extended, `Ok(false)` it no longer held.
@@ -108,14 +117,29 @@ pub(crate) async fn extend(
     member: &str,
     ttl: Duration,
 ) -> RedisResult<Result<bool, Foreign>> {
-    own(node, &PERMIT_EXTEND, keys, member, ms(ttl).to_string()).await
+    own(
+        node,
+        &PERMIT_EXTEND,
+        keys,
+        member,
+        ms(ttl).to_string(),
+        true,
+    )
+    .await
 }
 
 /// Takes a waiter out of the queue.
 pub(crate) async fn leave(node: &Node, keys: &PermitKeys, member: &str) -> RedisResult<()> {
-    own(node, &PERMIT_LEAVE, keys, member, keys.channel.clone())
-        .await
-        .map(drop)
+    own(
+        node,
+        &PERMIT_LEAVE,
+        keys,
+        member,
+        keys.channel.clone(),
+        false,
+    )
+    .await
+    .map(drop)
 }
 
 /// One name's state, for `inspect`.
