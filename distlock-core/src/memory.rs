@@ -243,6 +243,7 @@ impl LockBackend for MemoryLock {
             match self.store.try_take(name, opts) {
                 Ok((owner, token)) => return Ok(Some(self.guard(name, opts, owner, token, at))),
                 Err(expires) => {
+                    crate::backend::handoff::waited();
                     if deadline.expired() {
                         return Ok(None);
                     }

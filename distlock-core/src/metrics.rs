@@ -6,6 +6,7 @@
 //! |---|---|---|---|
 //! | `distlock_acquisitions_total` | counter | `backend`, `outcome` | every acquisition: `acquired`, `timed_out` (the wait ran out), `busy` (a try found it held), `error` |
 //! | `distlock_wait_seconds` | histogram | `backend` | from the call to the grant, for acquisitions that got the lock |
+//! | `distlock_handoffs_total` | counter | `backend` | acquisitions granted after waiting behind another holder (the lock passed from one holder to a waiter; see [`crate::backend::handoff`]) |
 //! | `distlock_hold_seconds` | histogram | `backend` | from the grant to the release, the drop or the loss |
 //! | `distlock_lost_total` | counter | `backend`, `reason` | locks lost while held: `refused` (the store says it is no longer ours), `lease_ran_out` (not renewed in time), `store` (session expiry, a dead connection, the lock removed underneath), `renewal_stopped` |
 //! | `distlock_renewal_failures_total` | counter | `backend` | renewals that failed without losing the lock (retried) |
@@ -58,8 +59,15 @@ fn labels(
     l
 }
 
-/// Records one acquisition's outcome, and its wait when it got the lock.
-pub(crate) fn acquisition(backend: &str, name: &str, outcome: Outcome, waited: Duration) {
+/// Records one acquisition's outcome, and its wait when it got the lock (`behind`: it waited
+/// behind another holder, so the grant was a handoff).
+pub(crate) fn acquisition(
+    backend: &str,
+    name: &str,
+    outcome: Outcome,
+    waited: Duration,
+    behind: bool,
+) {
     #[cfg(feature = "metrics")]
     {
         let label = match outcome {
@@ -73,10 +81,14 @@ pub(crate) fn acquisition(backend: &str, name: &str, outcome: Outcome, waited: D
         if outcome == Outcome::Acquired {
             metrics::histogram!("distlock_wait_seconds", labels(backend, name, None))
                 .record(waited.as_secs_f64());
+            if behind {
+                metrics::counter!("distlock_handoffs_total", labels(backend, name, None))
+                    .increment(1);
+            }
         }
     }
     #[cfg(not(feature = "metrics"))]
-    let _ = (backend, name, outcome, waited, &NAME_LABELS);
+    let _ = (backend, name, outcome, waited, behind, &NAME_LABELS);
 }
 
 /// Records how long a lock was held.

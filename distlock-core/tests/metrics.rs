@@ -92,6 +92,16 @@ fn every_documented_series_is_recorded() {
             assert!(b.try_acquire("m", &opts).await.unwrap().is_none());
             assert!(b.acquire("m", &opts).await.is_err());
             g.release().await.unwrap();
+            // A handoff: b waits behind a's hold and is granted at its release.
+            let g = a.acquire("m", &opts).await.unwrap();
+            let waiter = {
+                let b = Arc::clone(&b);
+                let long = opts.clone().wait(Duration::from_secs(5));
+                tokio::spawn(async move { b.acquire("m", &long).await })
+            };
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            g.release().await.unwrap();
+            waiter.await.unwrap().unwrap().release().await.unwrap();
             // A lease not renewed runs out; a lock removed underneath.
             let short = opts.clone().ttl(Duration::from_millis(50)).renew(false);
             let g = a.acquire("short", &short).await.unwrap();
@@ -138,7 +148,13 @@ fn every_documented_series_is_recorded() {
             .sum()
     };
     let acq = "distlock_acquisitions_total";
-    assert!(count(acq, ("outcome", "acquired")) >= 4, "{seen:?}");
+    assert!(count(acq, ("outcome", "acquired")) >= 6, "{seen:?}");
+    // Of the acquisitions, only the waiter's was handed over by another holder.
+    assert_eq!(
+        count("distlock_handoffs_total", ("backend", "memory")),
+        1,
+        "{seen:?}"
+    );
     assert_eq!(count(acq, ("outcome", "busy")), 1, "{seen:?}");
     assert_eq!(count(acq, ("outcome", "timed_out")), 1, "{seen:?}");
     assert_eq!(count(acq, ("outcome", "error")), 1, "{seen:?}");

@@ -234,6 +234,7 @@ pub(crate) async fn wait_for_turn(
                 return Ok(Waited::Ours);
             }
         };
+        distlock_core::backend::handoff::waited();
         if deadline.expired() {
             return Ok(Waited::TimedOut);
         }

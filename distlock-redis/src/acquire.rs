@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use distlock_core::backend::wait::random_up_to;
-use distlock_core::backend::{CleanupOnDrop, Deadline, GuardParts};
+use distlock_core::backend::{handoff, CleanupOnDrop, Deadline, GuardParts};
 use distlock_core::{AcquireOptions, LockError, LockGuard};
 use futures::future::join_all;
 use futures::FutureExt;
@@ -270,6 +270,7 @@ pub(crate) async fn acquire<R: Rounds>(
                 partial,
                 seen,
             } => {
+                handoff::waited();
                 if try_only {
                     armed.disarm();
                     return Ok(None);

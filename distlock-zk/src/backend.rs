@@ -424,9 +424,11 @@ impl ZkLock {
                     cleanup.run_now().await;
                     return Ok(None);
                 }
+
                 // Watch only the node we wait for: one notification per handoff, however
                 // many wait.
                 Turn::After(i) => {
+                    distlock_core::backend::handoff::waited();
                     let (stat, watcher) = client
                         .check_and_watch_stat(&format!("{dir}/{}", sorted[i]))
                         .await
@@ -435,6 +437,7 @@ impl ZkLock {
                 }
                 // Only the semaphore's admitter (the holder of its internal mutex) waits here.
                 Turn::Count => {
+                    distlock_core::backend::handoff::waited();
                     let (kids, _, watcher) = client
                         .get_and_watch_children(&dir)
                         .await

@@ -227,14 +227,15 @@ where
     Fut: Future<Output = Result<Option<LockGuard>, LockError>>,
 {
     let started = tokio::time::Instant::now();
-    let got = live_once(backend, name, opts, started, attempt).await;
+    let (got, waited) =
+        crate::backend::handoff::scope(live_once(backend, name, opts, started, attempt)).await;
     let outcome = match (&got, how) {
         (Ok(Some(_)), _) => Outcome::Acquired,
         (Ok(None), Attempt::Wait) => Outcome::TimedOut,
         (Ok(None), _) => Outcome::Busy,
         (Err(_), _) => Outcome::Error,
     };
-    crate::metrics::acquisition(backend, name, outcome, started.elapsed());
+    crate::metrics::acquisition(backend, name, outcome, started.elapsed(), waited);
     got
 }
 

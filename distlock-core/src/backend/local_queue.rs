@@ -65,6 +65,14 @@ impl LocalQueue {
     /// lasts as long as the returned [`Turn`]; dropping it (or the future) leaves the queue.
     pub async fn wait_turn(key: String, deadline: &Deadline) -> Turn {
         let queue = Self::join(key);
+        if let Ok(head) = Arc::clone(&queue.head).try_lock_owned() {
+            return Turn {
+                queue,
+                _head: Some(head),
+            };
+        }
+        // Another task of this process holds the lock or is ahead in its queue.
+        crate::backend::handoff::waited();
         let head = match deadline.instant() {
             None => Some(queue.become_head().await),
             Some(at) => tokio::time::timeout_at(at, queue.become_head()).await.ok(),

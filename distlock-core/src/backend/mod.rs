@@ -14,7 +14,7 @@
 //! * [`LostSignal`]: the flag behind `LockGuard::lost`, for a backend's own watchers.
 //! * [`name`] rules, [`url`] parsing ([`DistlockUrl`], [`Params`]), [`duration`] parsing,
 //!   [`wait`] deadlines and backoff, [`local_queue`] (one waiter per process and lock polls),
-//!   [`cancel`] cleanup on drop, owner [`token`]s, and [`PerRuntime`] (a wake-up connection
+//!   [`cancel`] cleanup on drop, [`handoff`] (saying an acquisition waited behind a holder), owner [`token`]s, and [`PerRuntime`] (a wake-up connection
 //!   the clients of one process share).
 //!
 //! The facade crate `distlock` does not re-export this module.
@@ -24,6 +24,7 @@ pub mod cancel;
 pub mod cert_dates;
 pub mod credentials;
 pub mod duration;
+pub mod handoff;
 pub mod lease;
 pub mod local_queue;
 pub mod lost;

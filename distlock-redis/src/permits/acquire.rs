@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use distlock_core::backend::wait::random_up_to;
-use distlock_core::backend::{CleanupOnDrop, Deadline, GuardParts};
+use distlock_core::backend::{handoff, CleanupOnDrop, Deadline, GuardParts};
 use distlock_core::{AcquireOptions, LockError, LockGuard};
 use tokio::time::Instant;
 
@@ -119,6 +119,7 @@ pub(crate) async fn acquire(
             }
             Granted::No { first_expiry_ms } => first_expiry_ms,
         };
+        handoff::waited();
         if try_only {
             armed.disarm();
             return Ok(None);

@@ -410,6 +410,9 @@ impl LockBackend for AdvisoryLock {
                 },
                 None => None,
             };
+            if tried && drawn.is_none() {
+                distlock_core::backend::handoff::waited();
+            }
             let token = match drawn {
                 Some(token) => token,
                 // The one-statement try was this attempt's only look.
@@ -427,6 +430,7 @@ impl LockBackend for AdvisoryLock {
                         Err(Failure::Error(e)) => return Err(e),
                     };
                     if !granted {
+                        distlock_core::backend::handoff::waited();
                         if nowait || deadline.expired() {
                             session.recycle(self.sql.reset).await;
                             return Ok(None);

@@ -67,6 +67,7 @@ struct Budget {
 impl Budget {
     /// A statement's lock wait ran out with the row still held by someone else.
     fn busy(&self, try_only: bool, deadline: &Deadline) -> Next {
+        distlock_core::backend::handoff::waited();
         if try_only || deadline.expired() {
             Next::TimedOut
         } else {

@@ -123,6 +123,7 @@ pub(crate) async fn acquire(
             }
             Ok(Admission::Waiting { first_expiry_ms }) => first_expiry_ms,
         };
+        distlock_core::backend::handoff::waited();
         retries = 0;
         if try_only {
             armed.disarm();

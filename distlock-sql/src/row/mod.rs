@@ -616,6 +616,7 @@ impl LockBackend for RowLock {
                     Err(Failure::Error(e)) => return Err(e),
                 }
             }
+            distlock_core::backend::handoff::waited();
             if try_only || deadline.expired() {
                 // Out of line first: our departure's give-back must not grant the lock to us.
                 drop(next.take());
