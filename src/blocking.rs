@@ -38,8 +38,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use distlock_core::{
-    AcquireOptions, DistributedLock, DistributedRwLock, DistributedSemaphore, Leader, LockError,
-    LockGuard, LockInfo, RwLockInfo, SemaphoreInfo,
+    AcquireOptions, DistributedLock, DistributedRwLock, DistributedSemaphore, Leader, LeaderChange,
+    LockError, LockGuard, LockInfo, RwLockInfo, SemaphoreInfo,
 };
 use tokio::runtime::{EnterGuard, Runtime};
 
@@ -155,9 +155,91 @@ impl Lock {
             .block_on("Lock::leader", self.0.get()?.leader(group))
     }
 
+    /// The leader changes of `group`, read every 500 ms, as [`crate::observe`]: see
+    /// [`Lock::observe_every`].
+    ///
+    /// # Errors
+    /// As [`crate::observe`]; [`LockError::InvalidConfig`] inside a Tokio runtime.
+    pub fn observe(&self, group: &str) -> Result<LeaderChanges, LockError> {
+        self.changes(|lock| crate::observe(lock, group))
+    }
+
+    /// The leader changes of `group` as an iterator, with [`crate::observe_every`]'s
+    /// guarantees: the current leader first (`None`: nobody leads), then each change; each
+    /// `next` blocks the thread until the next change. Reading stops when it is dropped.
+    ///
+    /// # Errors
+    /// As [`crate::observe_every`]; [`LockError::InvalidConfig`] inside a Tokio runtime.
+    pub fn observe_every(
+        &self,
+        group: &str,
+        interval: Duration,
+    ) -> Result<LeaderChanges, LockError> {
+        self.changes(|lock| crate::observe_every(lock, group, interval))
+    }
+
+    fn changes<F>(&self, observe: F) -> Result<LeaderChanges, LockError>
+    where
+        F: FnOnce(Arc<dyn DistributedLock>) -> Result<crate::LeaderChanges, LockError>,
+    {
+        refuse_inside_runtime("Lock::observe")?;
+        Ok(LeaderChanges {
+            changes: Some(observe(self.0.shared()?)?),
+            rt: Arc::clone(&self.0.rt),
+        })
+    }
+
     /// The backend label, e.g. `postgres-row`.
     pub fn backend_name(&self) -> &str {
         self.0.backend()
+    }
+}
+
+/// The leader changes of one group, from [`Lock::observe`]: an [`Iterator`] of
+/// [`LeaderChange`]s whose `next` blocks until the next change. Items are as
+/// [`crate::LeaderChanges`]'s; called inside a Tokio runtime, `next` yields
+/// [`LockError::InvalidConfig`] once and the iterator ends.
+pub struct LeaderChanges {
+    /// `None` once ended, and while being dropped.
+    changes: Option<crate::LeaderChanges>,
+    rt: Arc<Rt>,
+}
+
+impl Iterator for LeaderChanges {
+    type Item = LeaderChange;
+
+    fn next(&mut self) -> Option<LeaderChange> {
+        let changes = self.changes.as_mut()?;
+        match self
+            .rt
+            .block_on("LeaderChanges::next", async { Ok(changes.next().await) })
+        {
+            Ok(Some(change)) => Some(change),
+            Ok(None) => {
+                self.changes = None;
+                None
+            }
+            Err(refused) => {
+                self.changes = None;
+                Some(Err(refused))
+            }
+        }
+    }
+}
+
+impl Drop for LeaderChanges {
+    fn drop(&mut self) {
+        // A read in progress is dropped on the runtime it was started on.
+        let _on = self.rt.enter();
+        drop(self.changes.take());
+    }
+}
+
+impl fmt::Debug for LeaderChanges {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LeaderChanges")
+            .field("changes", &self.changes)
+            .finish_non_exhaustive()
     }
 }
 
@@ -396,13 +478,15 @@ impl<T: ?Sized> Client<T> {
     }
 
     fn get(&self) -> Result<&T, LockError> {
-        self.inner
-            .as_deref()
-            .ok_or_else(|| LockError::invalid_config("the blocking client is being dropped"))
+        self.inner.as_deref().ok_or_else(being_dropped)
     }
 
     fn backend(&self) -> &str {
         &self.rt.backend
+    }
+
+    fn shared(&self) -> Result<Arc<T>, LockError> {
+        self.inner.clone().ok_or_else(being_dropped)
     }
 
     /// Blocks on an acquisition and hands its guard out with this client's runtime.
@@ -498,6 +582,10 @@ impl Drop for Rt {
             }
         }
     }
+}
+
+fn being_dropped() -> LockError {
+    LockError::invalid_config("the blocking client is being dropped")
 }
 
 fn in_runtime() -> bool {

@@ -170,6 +170,7 @@ fn inside_a_runtime_is_a_typed_error(url: &str) {
             .build()
             .unwrap(),
     ] {
+        let mut changes = lock.observe(&name).unwrap();
         let errors = rt.block_on(async {
             let spawned = {
                 let url = url.to_owned();
@@ -185,9 +186,12 @@ fn inside_a_runtime_is_a_typed_error(url: &str) {
                 lock.try_acquire(&name, &opts()).map(drop),
                 lock.inspect(&name).map(drop),
                 g.extend(Duration::from_secs(5)),
+                lock.observe(&name).map(drop),
+                changes.next().unwrap().map(drop),
                 spawned,
             ]
         });
+        assert!(changes.next().is_none(), "the refused iterator ended");
         for e in errors {
             match e {
                 Err(LockError::InvalidConfig(m)) => assert!(m.contains("async API"), "{m}"),
@@ -239,6 +243,39 @@ fn campaign_and_leader(url: &str) {
     second.release().unwrap();
 }
 
+/// `observe` through the facade: an iterator that yields each leader change once, blocking
+/// the thread between changes, and stops when dropped.
+fn observe_yields_each_leader(url: &str) {
+    let lock = connect(url);
+    let group = unique("observe");
+    let mut changes = lock
+        .observe_every(&group, Duration::from_millis(20))
+        .unwrap();
+    assert_eq!(changes.next().unwrap().unwrap(), None, "nobody leads yet");
+    let first = lock.campaign(&group, "first", &opts()).unwrap();
+    let seen = changes.next().unwrap().unwrap().expect("a leader");
+    assert_eq!(
+        (seen.identity.as_str(), seen.fencing_token),
+        ("first", first.fencing_token())
+    );
+    let first_token = first.fencing_token();
+    first.release().unwrap();
+    assert_eq!(changes.next().unwrap().unwrap(), None, "nobody leads again");
+    let second = lock.campaign(&group, "second", &opts()).unwrap();
+    let seen = changes.next().unwrap().unwrap().expect("a leader");
+    assert_eq!(
+        (seen.identity.as_str(), seen.fencing_token),
+        ("second", second.fencing_token())
+    );
+    assert!(seen.fencing_token > first_token);
+    second.release().unwrap();
+    // A bad interval is a typed error, not a panic.
+    assert!(matches!(
+        lock.observe_every(&group, Duration::from_millis(1)),
+        Err(LockError::InvalidConfig(_))
+    ));
+}
+
 macro_rules! on_store {
     ($url:expr; $($case:ident),* $(,)?) => {$(
         #[test]
@@ -256,6 +293,7 @@ mod sqlite {
         drop_releases,
         inside_a_runtime_is_a_typed_error,
         campaign_and_leader,
+        observe_yields_each_leader,
     );
 }
 
@@ -267,6 +305,7 @@ mod redis {
         drop_releases,
         inside_a_runtime_is_a_typed_error,
         campaign_and_leader,
+        observe_yields_each_leader,
     );
 }
 
@@ -305,4 +344,6 @@ fn the_facade_types_are_send_sync_static() {
     check::<Guard>();
     check::<blocking::Semaphore>();
     check::<blocking::RwLock>();
+    fn check_send<T: Send + 'static>() {}
+    check_send::<blocking::LeaderChanges>();
 }

@@ -1,5 +1,5 @@
 //! `list` and `break_lock` (`distlock ls`, `distlock break`) on a real Redis and a Redlock of
-//! five masters, by the shared operator cases (`distlock_core::conformance`), the broken holder
+//! five masters (and breaking on Sentinel and Cluster), by the shared operator cases (`distlock_core::conformance`), the broken holder
 //! fenced out by `distlock_redis::fence`; and what a listing leaves out.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -19,6 +19,19 @@ async fn single_a_broken_holder_is_fenced_out() {
 async fn redlock_a_broken_holder_is_fenced_out() {
     let (_, write, read) = fenced_register(ports(&single_url())[0]);
     conformance::a_broken_holder_is_fenced_out(&RedisHarness::redlock(), write, read).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinel_a_broken_holder_is_fenced_out() {
+    let (_, write, read) = fenced_register(ports(&single_url())[0]);
+    conformance::a_broken_holder_is_fenced_out(&RedisHarness::sentinel(), write, read).await;
+}
+
+/// A cluster breaks (the lock's keys share one slot) but does not list (`SCAN` sees one node).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_a_broken_holder_is_fenced_out() {
+    let (_, write, read) = fenced_register(ports(&single_url())[0]);
+    conformance::a_broken_holder_is_fenced_out(&RedisHarness::cluster(), write, read).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
