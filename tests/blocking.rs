@@ -1,7 +1,8 @@
 //! `distlock::blocking` on SQLite (no server) and Redis (`scripts/services.sh up`; URL from
 //! `DISTLOCK_TEST_REDIS_URL`): renewal while the caller's thread sleeps, mutual exclusion
-//! between threads, `try_acquire` on a held lock, release on drop, and the typed error for a
-//! call inside a Tokio runtime.
+//! between threads, `try_acquire` on a held lock, release on drop, election, `observe`, and
+//! the typed error for a call inside a Tokio runtime; exclusion, release on drop, election and
+//! `observe` on every other store of `scripts/services.sh up`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -307,6 +308,34 @@ mod redis {
         campaign_and_leader,
         observe_yields_each_leader,
     );
+}
+
+/// A store's URL from `scripts/services.sh urls`, or its default private port.
+fn service_url(var: &str, default: &str) -> String {
+    std::env::var(var).unwrap_or_else(|_| default.into())
+}
+
+/// The facade on every other store: exclusion, release on drop, election and observation.
+macro_rules! on_service {
+    ($($store:ident: $var:literal, $default:literal;)*) => {$(
+        mod $store {
+            on_store!(super::service_url($var, $default);
+                mutual_exclusion_between_threads,
+                drop_releases,
+                campaign_and_leader,
+                observe_yields_each_leader,
+            );
+        }
+    )*};
+}
+
+on_service! {
+    postgres: "DISTLOCK_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:15432/distlock";
+    mysql: "DISTLOCK_TEST_MYSQL_URL", "mysql://root@127.0.0.1:13306/distlock";
+    zookeeper: "DISTLOCK_TEST_ZK_URL", "zk://127.0.0.1:12181";
+    etcd: "DISTLOCK_TEST_ETCD_URL", "etcd://127.0.0.1:12379";
+    redlock: "DISTLOCK_TEST_REDLOCK_URL",
+        "redlock://127.0.0.1:17001,127.0.0.1:17002,127.0.0.1:17003,127.0.0.1:17004,127.0.0.1:17005";
 }
 
 /// Semaphore and read-write lock through the facade: the same guards.
