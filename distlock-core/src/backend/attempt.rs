@@ -209,6 +209,14 @@ pub(crate) fn or_timeout(
 /// Attempts per acquisition when the store hands back guards already lost.
 pub(crate) const BORN_LOST_ATTEMPTS: usize = 3;
 
+/// The most an acquisition outlasts its wait (a try: its zero wait) when the store stops
+/// answering — a paused process, a stuck disk, a blackholed route keep the connections open,
+/// so nothing else ends the wait for a reply. The acquisition is then dropped, which leaves
+/// nothing behind in the store (the cleanup runs once it answers), and
+/// [`LockError::Unavailable`] returned. On a store that answers, waits overrun by less
+/// (`wait_timeout_honoured`: at most 1 s).
+pub const STALL_BOUND: Duration = Duration::from_secs(2);
+
 /// Runs `attempt` (one store attempt with the given options), never handing out a guard
 /// already known to be lost: the store's session or connection can end between the grant and
 /// the guard's construction (the ZooKeeper ensemble nemesis run with seed 2026112308 saw a
@@ -227,8 +235,17 @@ where
     Fut: Future<Output = Result<Option<LockGuard>, LockError>>,
 {
     let started = tokio::time::Instant::now();
-    let (got, waited) =
-        crate::backend::handoff::scope(live_once(backend, name, opts, started, attempt)).await;
+    let once = crate::backend::handoff::scope(live_once(backend, name, opts, started, attempt));
+    let wait = match how {
+        Attempt::Wait => opts.wait,
+        Attempt::Try => Some(Duration::ZERO),
+    };
+    let (got, waited) = match wait {
+        Some(wait) => tokio::time::timeout(wait + STALL_BOUND, once)
+            .await
+            .unwrap_or_else(|_| (Err(stalled(backend, name, wait)), false)),
+        None => once.await,
+    };
     let outcome = match (&got, how) {
         (Ok(Some(_)), _) => Outcome::Acquired,
         (Ok(None), Attempt::Wait) => Outcome::TimedOut,
@@ -237,6 +254,19 @@ where
     };
     crate::metrics::acquisition(backend, name, outcome, started.elapsed(), waited);
     got
+}
+
+/// The error of an acquisition the store did not answer within `wait` and [`STALL_BOUND`].
+fn stalled(backend: &str, name: &str, wait: Duration) -> LockError {
+    LockError::unavailable(
+        backend,
+        Some(name),
+        format!(
+            "the store did not answer within the wait ({wait:?}) and {STALL_BOUND:?} more: \
+             stalled or unreachable"
+        ),
+        None,
+    )
 }
 
 /// [`live`] without the metrics.

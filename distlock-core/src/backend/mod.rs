@@ -37,7 +37,7 @@ pub mod url;
 pub mod wait;
 
 pub use crate::guard::GuardParts;
-pub use attempt::{Attempt, LockBackend, RwLockBackend, SemaphoreBackend};
+pub use attempt::{Attempt, LockBackend, RwLockBackend, SemaphoreBackend, STALL_BOUND};
 pub use cancel::CleanupOnDrop;
 pub use duration::{format_duration, parse_duration};
 pub use lease::Lease;

@@ -10,6 +10,7 @@ use tokio::time::Instant;
 
 use super::cases::{must_acquire, opts};
 use super::{unique_name, Harness};
+use crate::backend::STALL_BOUND;
 use crate::fault::FaultProxy;
 use crate::{AcquireOptions, DistributedSemaphore, LockError, LockGuard};
 
@@ -123,3 +124,108 @@ where
     // Owner-checked: it frees a session-bound lock still held and touches no other holder.
     let _ = tokio::time::timeout(Duration::from_secs(10), g.release()).await;
 }
+
+/// A store that stops answering (every proxy blackholed: the connections stay open, nothing
+/// comes back) bounds every wait: an `acquire` returns within its wait and
+/// [`STALL_BOUND`], a `try_acquire` within the bound, each with `Timeout` or `Unavailable`.
+pub async fn a_stalled_store_bounds_every_wait(h: &dyn Harness) {
+    let a = h.crashable_client().await;
+    if a.proxies.is_empty() {
+        return;
+    }
+    let b = h.client().await;
+    let name = unique_name("stalled-wait");
+    // Warm: `a` has its connections (and sessions) open before the stall.
+    must_acquire(&*a.lock, &name, &opts())
+        .await
+        .release()
+        .await
+        .unwrap();
+    let held = must_acquire(&*b, &name, &opts()).await;
+    let backend = held.backend().to_owned();
+    for p in a.proxies.iter() {
+        p.blackhole();
+    }
+    let wait = Duration::from_secs(1);
+    let asked = Instant::now();
+    let got = tokio::time::timeout(
+        Duration::from_secs(30),
+        a.lock.acquire(&name, &opts().wait(wait)),
+    )
+    .await;
+    let took = asked.elapsed();
+    assert!(
+        took <= wait + STALL_BOUND + SLACK,
+        "{backend}: acquire with a {wait:?} wait on a stalled store took {took:?}: {got:?}"
+    );
+    assert!(
+        matches!(
+            got,
+            Ok(Err(
+                LockError::Unavailable { .. } | LockError::Timeout { .. }
+            ))
+        ),
+        "{backend}: acquire on a stalled store: {got:?}"
+    );
+    let asked = Instant::now();
+    let got =
+        tokio::time::timeout(Duration::from_secs(30), a.lock.try_acquire(&name, &opts())).await;
+    let took = asked.elapsed();
+    assert!(
+        took <= STALL_BOUND + SLACK,
+        "{backend}: try_acquire on a stalled store took {took:?}: {got:?}"
+    );
+    assert!(
+        matches!(got, Ok(Ok(None) | Err(LockError::Unavailable { .. }))),
+        "{backend}: try_acquire on a stalled store: {got:?}"
+    );
+    for p in a.proxies.iter() {
+        p.heal();
+    }
+    held.release().await.unwrap();
+}
+
+/// A holder cut off from a store that stops answering (its proxies blackholed) reports its
+/// loss no later than another client is granted the name — by its lease running out, its
+/// session expiring or the store ending the silent connection, whichever the backend has.
+pub async fn a_cut_off_holder_knows_first(h: &dyn Harness) {
+    let a = h.crashable_client().await;
+    if a.proxies.is_empty() {
+        return;
+    }
+    let b = h.client().await;
+    let name = unique_name("cut-off");
+    let short = opts()
+        .ttl(Duration::from_secs(2))
+        .wait(Duration::from_secs(60));
+    let held = must_acquire(&*a.lock, &name, &short).await;
+    let backend = held.backend().to_owned();
+    for p in a.proxies.iter() {
+        p.blackhole();
+    }
+    let cut = Instant::now();
+    let lost = tokio::spawn(async move {
+        let _ = held.lost().await;
+        Instant::now()
+    });
+    let next = must_acquire(&*b, &name, &short).await;
+    let granted = Instant::now();
+    let lost_at = tokio::time::timeout(Duration::from_secs(60), lost)
+        .await
+        .unwrap_or_else(|_| panic!("{backend}: the cut-off holder never reported its loss"))
+        .unwrap();
+    assert!(
+        lost_at <= granted,
+        "{backend}: the next holder was granted {:?} after the cut, the cut-off holder \
+         learned of its loss only {:?} after it",
+        granted - cut,
+        lost_at - cut
+    );
+    next.release().await.unwrap();
+    for p in a.proxies.iter() {
+        p.heal();
+    }
+}
+
+/// What a timer may add to a bound on a loaded 2-core machine.
+const SLACK: Duration = Duration::from_millis(500);

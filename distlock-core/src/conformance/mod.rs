@@ -25,6 +25,7 @@ pub mod refusals;
 pub use cases::*;
 pub use differential::{differential_against_reference, differential_run, Case, Op};
 pub use gray::{
+    a_cut_off_holder_knows_first, a_stalled_store_bounds_every_wait,
     extend_of_unknown_outcome_is_not_believed, permit_extend_of_unknown_outcome_is_not_believed,
 };
 pub use harness::{proxies, Crash, CrashableClient, Harness};
@@ -73,6 +74,8 @@ macro_rules! conformance_suite {
             zero_wait_on_fresh_name,
             extend_shorter_keeps_lock,
             extend_of_unknown_outcome_is_not_believed,
+            a_stalled_store_bounds_every_wait,
+            a_cut_off_holder_knows_first,
             differential_against_reference,
             run_locked_stops_work_at_loss,
             acquire_all_is_all_or_nothing,
