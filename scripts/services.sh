@@ -32,6 +32,7 @@ REDIS_REPLICA_PORT=16380   # a read-only replica of 16379, for the -READONLY tes
 REDLOCK_PORTS=(17001 17002 17003 17004 17005)
 ZK_PORT=12181
 ZK_ENSEMBLE_PORTS=(12281 12282 12283)
+ZK_TLS_PORT=12191                        # the standalone ZooKeeper's TLS port (client certificates)
 PG_PORT=15432
 MYSQL_PORT=13306
 ETCD_PORT=12379                          # peer port: client port + 1
@@ -59,7 +60,7 @@ case "${DISTLOCK_SERVICES_SET:-default}" in
     DIR="$DIR-chaos"
     REDIS_PORT=17379; REDIS_REPLICA_PORT=17380
     REDLOCK_PORTS=(18001 18002 18003 18004 18005)
-    ZK_PORT=13181; ZK_ENSEMBLE_PORTS=(13281 13282 13283)
+    ZK_PORT=13181; ZK_ENSEMBLE_PORTS=(13281 13282 13283); ZK_TLS_PORT=13191
     PG_PORT=16432; MYSQL_PORT=14306
     REDIS_TLS_PORT=17390; PG_TLS_PORT=16433; MYSQL_TLS_PORT=14307; ETCD_SECURE_PORT=13579
     SENTINEL_REDIS_PORTS=(17400 17401 17402); SENTINEL_PORTS=(27400 27401 27402)
@@ -336,6 +337,9 @@ zk_dir() { echo "$DIR/zk-$1"; }
 zk_classpath() {
   local cp="/etc/zookeeper/conf:/usr/share/java/zookeeper.jar"
   [ -f /usr/share/java/slf4j-simple.jar ] && cp="$cp:/usr/share/java/slf4j-simple.jar"
+  # The TLS port's Netty factory needs netty-codec, which zookeeper.jar's manifest leaves out
+  # (Debian's libnetty-java, a dependency of zookeeper, has it).
+  [ -f /usr/share/java/netty-codec.jar ] && cp="$cp:/usr/share/java/netty-codec.jar"
   echo "$cp"
 }
 zk_write_cfg() { # zk_write_cfg PORT [ENSEMBLE_INDEX]
@@ -354,6 +358,21 @@ zk_write_cfg() { # zk_write_cfg PORT [ENSEMBLE_INDEX]
     echo "admin.enableServer=false"
     echo "4lw.commands.whitelist=ruok,srvr,stat,mntr,cons"
     echo "autopurge.purgeInterval=1"
+    if [ "$port" = "$ZK_PORT" ]; then
+      # The standalone server also listens for TLS (Netty serves both ports), with the private
+      # CA's certificate for localhost, and requires a client certificate from that CA. It checks
+      # no client's host name (the client checks the server's).
+      cat "$TLS/server.key" "$TLS/server.crt" >"$d/server.pem"
+      echo "secureClientPort=$ZK_TLS_PORT"
+      echo "secureClientPortAddress=127.0.0.1"
+      echo "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory"
+      echo "ssl.keyStore.location=$d/server.pem"
+      echo "ssl.keyStore.type=PEM"
+      echo "ssl.trustStore.location=$TLS/ca.crt"
+      echo "ssl.trustStore.type=PEM"
+      echo "ssl.clientAuth=need"
+      echo "ssl.hostnameVerification=false"
+    fi
     if [ -n "$idx" ]; then
       local i=1
       for p in "${ZK_ENSEMBLE_PORTS[@]}"; do
@@ -853,6 +872,7 @@ DISTLOCK_TEST_ETCD_SECURE_URL=etcds://distlock@localhost:$ETCD_SECURE_PORT/locks
 DISTLOCK_TEST_REDIS_SENTINEL_URL=redis+sentinel://$(printf '127.0.0.1:%s,' "${SENTINEL_PORTS[@]}" | sed 's/,$//')/distlock
 DISTLOCK_TEST_REDIS_CLUSTER_URL=redis+cluster://$(printf '127.0.0.1:%s,' "${CLUSTER_PORTS[@]:0:3}" | sed 's/,$//')
 DISTLOCK_TEST_ZK_AUTH_URL=zk://distlock@127.0.0.1:$ZK_PORT?password_file=$TLS/zk-password
+DISTLOCK_TEST_ZK_TLS_URL=zks://distlock@localhost:$ZK_TLS_PORT?ca=$TLS/ca.crt&cert=$TLS/client.crt&key=$TLS/client.key&password_file=$TLS/zk-password
 DISTLOCK_TEST_TLS_DIR=$TLS
 DISTLOCK_REDIS_PY=$DIR/redis-py/bin/python
 EOF

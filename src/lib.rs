@@ -21,7 +21,7 @@
 //! | `mysql://`, `mariadb://` | `distlock-sql` (the same three modes) | `mysql` |
 //! | `sqlite://` | `distlock-sql` (row mode; a file, nothing to run) | `sqlite` |
 //! | `redis://`, `rediss://` (TLS), `redis+sentinel://`, `redis+cluster://`, `redlock://` | `distlock-redis` | `redis` |
-//! | `zk://`, `zookeeper://` | `distlock-zk` | `zookeeper` |
+//! | `zk://`, `zookeeper://`, `zks://` (TLS) | `distlock-zk` | `zookeeper` |
 //! | `etcd://` | `distlock-etcd` (`etcdctl lock`-compatible; building it needs `protoc`) | `etcd` (not default) |
 //!
 //! URL parameters `ttl`, `wait` and `renew` are acquisition defaults: every entry point

@@ -87,7 +87,7 @@ pub fn backends() -> Vec<Backend> {
         ),
         backend!(
             "zookeeper",
-            &["zk", "zookeeper"],
+            &["zk", "zookeeper", "zks"],
             distlock_zk::connect,
             distlock_zk::connect_semaphore,
             distlock_zk::connect_rwlock

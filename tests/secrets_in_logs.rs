@@ -117,6 +117,9 @@ async fn no_password_is_ever_logged() {
         pg_tls(TLS_PW),
         mysql_tls(TLS_PW),
         format!("zk://distlock:{ZK_PW}@127.0.0.1:12181"),
+        format!(
+            "zks://distlock:{ZK_PW}@localhost:12191?ca={tls}/ca.crt&cert={tls}/client.crt&key={tls}/client.key"
+        ),
     ];
     #[cfg(feature = "etcd")]
     right.push(etcds(ETCD_PW));

@@ -60,10 +60,8 @@ fn misconfigured(err: &Error) -> Option<String> {
         Error::TransportError(t) => t,
         other => other,
     };
-    if let Some(tls) = distlock_core::backend::tls_failure::rustls_failure(inner) {
-        return Some(format!(
-            "the TLS handshake failed: {tls}; check ca= (the CA that signed the server's certificate), that the URL's host is a name on that certificate, and cert=/key="
-        ));
+    if let Some(tls) = distlock_core::backend::tls_failure::explain(inner) {
+        return Some(tls);
     }
     let Error::GRpcStatus(s) = err else {
         return None;

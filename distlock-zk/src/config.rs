@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use distlock_core::backend::credentials;
+use distlock_core::backend::credentials::{self, TlsFiles};
 use distlock_core::backend::url::HostPort;
 use distlock_core::backend::DistlockUrl;
 use distlock_core::LockError;
@@ -27,6 +27,9 @@ pub struct ZkConfig {
     pub user: Option<String>,
     /// The digest password (never printed).
     password: Option<String>,
+    /// TLS (`zks://`): the CA to verify the servers with and the client certificate, if any.
+    /// The servers are checked against the host names in the URL.
+    pub tls: Option<TlsFiles>,
 }
 
 impl std::fmt::Debug for ZkConfig {
@@ -39,6 +42,7 @@ impl std::fmt::Debug for ZkConfig {
             .field("base", &self.base)
             .field("user", &self.user)
             .field("password", &self.password.as_ref().map(|_| "***"))
+            .field("tls", &self.tls)
             .finish()
     }
 }
@@ -50,6 +54,9 @@ pub const KNOWN_PARAMS: &[&str] = &[
     "base",
     "password_file",
     "password_env",
+    "ca",
+    "cert",
+    "key",
 ];
 
 impl ZkConfig {
@@ -63,6 +70,7 @@ impl ZkConfig {
             base: "/distlock".into(),
             user: None,
             password: None,
+            tls: None,
         }
     }
 
@@ -85,15 +93,18 @@ impl ZkConfig {
     }
 
     /// Parses `zk://[user:password@]h1:p1,h2:p2[/chroot][?session_timeout=10s&connect_timeout=5s&base=/distlock]`;
-    /// the password may come from `password_file=` or `password_env=` instead.
+    /// the password may come from `password_file=` or `password_env=` instead. `zks://` is the
+    /// same over TLS, with `ca=` (PEM; default: the system's roots) and `cert=` + `key=` for a
+    /// server that asks for a client certificate.
     ///
     /// # Errors
     /// [`LockError::InvalidConfig`] quoting the bad part.
     pub fn from_url(url: &str) -> Result<Self, LockError> {
         let u = DistlockUrl::parse(url, 2181)?;
-        if u.scheme != "zk" && u.scheme != "zookeeper" {
+        let tls_scheme = u.scheme == "zks";
+        if u.scheme != "zk" && u.scheme != "zookeeper" && !tls_scheme {
             return Err(LockError::invalid_config(format!(
-                "scheme {:?} in {:?} is not zk://",
+                "scheme {:?} in {:?} is not zk:// or zks://",
                 u.scheme,
                 u.redacted()
             )));
@@ -133,6 +144,21 @@ impl ZkConfig {
         if let Some(b) = p.take("base") {
             cfg.base = b;
         }
+        let in_url = |e: LockError| match e {
+            LockError::InvalidConfig(m) => {
+                LockError::invalid_config(format!("{m} (in {:?})", u.redacted()))
+            }
+            other => other,
+        };
+        cfg.tls = match (tls_scheme, TlsFiles::take(&mut p).map_err(in_url)?) {
+            (true, files) => Some(files.unwrap_or_default()),
+            (false, Some(_)) => {
+                return Err(in_url(LockError::invalid_config(
+                    "ca=, cert= and key= are for TLS: use zks://",
+                )))
+            }
+            (false, None) => None,
+        };
         p.finish(KNOWN_PARAMS)?;
         if cfg.session_timeout < Duration::from_millis(500) {
             return Err(LockError::invalid_config(format!(

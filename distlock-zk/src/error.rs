@@ -4,6 +4,9 @@ use distlock_core::{BoxError, LockError};
 use zookeeper_client::Error;
 
 pub(crate) fn map(err: Error, backend: &str, name: Option<&str>) -> LockError {
+    if let Some(tls) = distlock_core::backend::tls_failure::explain(&err) {
+        return LockError::invalid_config(format!("{backend}: {tls}"));
+    }
     match err {
         Error::ConnectionLoss
         | Error::SessionExpired

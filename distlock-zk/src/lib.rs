@@ -96,6 +96,7 @@
 mod backend;
 pub mod config;
 mod contender;
+mod dial;
 mod election;
 mod error;
 pub mod fence;

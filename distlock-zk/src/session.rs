@@ -108,12 +108,13 @@ const CONNECT_RETRY: Duration = Duration::from_millis(200);
 /// pass (`with_fail_eagerly`) would give up long before the caller's connect timeout.
 async fn connect_within(
     connector: zookeeper_client::Connector,
-    target: &str,
+    cfg: &ZkConfig,
     within: Duration,
 ) -> Result<Client, Error> {
     let until = Instant::now() + within;
+    let target = cfg.connect_string();
     loop {
-        match connector.clone().connect(target).await {
+        match crate::dial::dial(connector.clone(), cfg).await {
             Err(e @ (Error::NoHosts | Error::ConnectionLoss | Error::Timeout))
                 if Instant::now() + CONNECT_RETRY < until =>
             {
@@ -133,17 +134,10 @@ impl Session {
         label: &str,
         within: Duration,
     ) -> Result<Arc<Session>, LockError> {
-        let mut connector = Client::connector()
-            .with_session_timeout(cfg.session_timeout)
-            .with_connection_timeout(cfg.connect_timeout)
-            .with_fail_eagerly();
-        if let Some(digest) = cfg.digest() {
-            connector = connector.with_auth("digest", digest.as_bytes());
-        }
-        let target = cfg.connect_string();
+        let connector = crate::dial::connector(cfg)?;
         let client = match tokio::time::timeout(
             cfg.connect_timeout + Duration::from_secs(1),
-            connect_within(connector, &target, within.min(cfg.connect_timeout)),
+            connect_within(connector, cfg, within.min(cfg.connect_timeout)),
         )
         .await
         {
@@ -289,14 +283,11 @@ async fn watch(client: Client, shared: Arc<Shared>, cfg: ZkConfig, label: String
 /// reconnecting after 7/5 of it).
 async fn close_retired(cfg: &ZkConfig, info: SessionInfo, label: &str) {
     let until = Instant::now() + cfg.session_timeout * 2 + cfg.connect_timeout;
-    let target = cfg.connect_string();
+    let Ok(connector) = crate::dial::connector(cfg) else {
+        return;
+    };
     while Instant::now() < until {
-        let attempt = Client::connector()
-            .with_session(info.clone())
-            .with_session_timeout(cfg.session_timeout)
-            .with_connection_timeout(cfg.connect_timeout)
-            .with_fail_eagerly()
-            .connect(&target);
+        let attempt = crate::dial::dial(connector.clone().with_session(info.clone()), cfg);
         match tokio::time::timeout_at(until, attempt).await {
             Ok(Ok(closer)) => {
                 // Dropping the last clone closes the session — unless the old client

@@ -1,4 +1,5 @@
-//! The shared conformance suite on standalone ZooKeeper and on the 3-node ensemble.
+//! The shared conformance suite on standalone ZooKeeper (plain, with digest ACLs, and over TLS)
+//! and on the 3-node ensemble.
 
 mod support;
 
@@ -18,4 +19,10 @@ mod ensemble {
 mod auth {
     use super::*;
     distlock_core::conformance_suite!(ZkHarness::auth());
+}
+
+/// Over TLS (`zks://`, the private CA, a client certificate), as digest user `distlock`.
+mod tls {
+    use super::*;
+    distlock_core::conformance_suite!(ZkHarness::tls());
 }

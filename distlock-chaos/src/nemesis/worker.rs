@@ -34,9 +34,11 @@ pub const LIVENESS_BOUND: Duration = Duration::from_secs(20);
 /// How long an acquire waits.
 pub const WAIT: Duration = Duration::from_secs(3);
 
-/// How late past its wait an acquire may return: a call in flight at the deadline ends at its
-/// own timeout (Redis's 3 s by default, a ZooKeeper connection's loss after 2/5 of its session).
-pub const OVERRUN_BOUND: Duration = Duration::from_secs(5);
+/// How late past its wait an acquire may return: the library's stated
+/// [`STALL_BOUND`](distlock_core::backend::STALL_BOUND) for a store that does not answer, and
+/// half a second for the timers of a loaded 2-core machine.
+pub const OVERRUN_BOUND: Duration =
+    Duration::from_millis(distlock_core::backend::STALL_BOUND.as_millis() as u64 + 500);
 
 /// Where a client's holds go.
 pub(crate) trait Recorder: Send + Sync + 'static {

@@ -32,6 +32,17 @@ pub fn rustls_failure(err: &(dyn Error + 'static)) -> Option<String> {
     None
 }
 
+/// What a failed TLS handshake in `err`'s chain means for the user, or `None`: the message a
+/// backend's [`crate::LockError::InvalidConfig`] carries (the same words for every store).
+pub fn explain(err: &(dyn Error + 'static)) -> Option<String> {
+    rustls_failure(err).map(|tls| {
+        format!(
+            "the TLS handshake failed: {tls}; check ca= (the CA that signed the server's \
+             certificate), that the URL's host is a name on that certificate, and cert=/key="
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -55,3 +55,38 @@ where
         "{what}: {text}"
     );
 }
+
+/// The certificate refusals of a store whose test URL names the private CA (`…/ca.crt`), host
+/// `@localhost:` and a client certificate (`…/client.crt`, `…/client.key`), each through
+/// [`refused`] with `try_url` (connect and lock): a CA that did not sign the server's
+/// certificate, a host the certificate does not name, and an expired client certificate.
+pub async fn certificate_refusals<F, Fut>(url: &str, try_url: F, secret: &str)
+where
+    F: Fn(String) -> Fut,
+    Fut: Future<Output = Result<(), LockError>>,
+{
+    let expired = url
+        .replace("/client.crt", "/expired-client.crt")
+        .replace("/client.key", "/expired-client.key");
+    let cases: [(String, &str, &[&str]); 3] = [
+        (
+            url.replace("/ca.crt", "/other-ca.crt"),
+            "wrong CA",
+            &["TLS", "UnknownIssuer"],
+        ),
+        (
+            url.replace("@localhost:", "@127.0.0.1:"),
+            "wrong host",
+            &["TLS", "127.0.0.1"],
+        ),
+        (
+            expired,
+            "expired client certificate",
+            &["expired at 2020-01-02T00:00:00Z", "cert="],
+        ),
+    ];
+    for (wrong, what, expect) in cases {
+        assert_ne!(wrong, url, "{what}: the URL has nothing to change");
+        refused(try_url(wrong), Duration::from_secs(8), what, expect, secret).await;
+    }
+}

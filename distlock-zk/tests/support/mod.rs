@@ -44,6 +44,17 @@ pub fn auth_url() -> String {
     })
 }
 
+/// The standalone server's TLS port as digest user `distlock`, with the private CA and a
+/// client certificate (`scripts/services.sh urls` prints it).
+pub fn tls_url() -> String {
+    std::env::var("DISTLOCK_TEST_ZK_TLS_URL").unwrap_or_else(|_| {
+        let d = tls_dir().display().to_string();
+        format!(
+            "zks://distlock@localhost:12191?ca={d}/ca.crt&cert={d}/client.crt&key={d}/client.key&password_file={d}/zk-password"
+        )
+    })
+}
+
 pub use distlock_core::conformance::refusals::tls_dir;
 
 /// The digest password of [`auth_url`]'s user.
@@ -134,24 +145,40 @@ pub async fn proxied(
 
 pub struct ZkHarness {
     pub url: String,
+    /// What the test's own plain client reads through (the same server's plain port for TLS).
+    pub admin: String,
 }
 
 impl ZkHarness {
     /// The standalone server, authenticated as digest user `distlock`: its contender nodes carry
     /// ACLs that only that identity may change or delete.
     pub fn auth() -> Self {
-        ZkHarness { url: auth_url() }
+        ZkHarness {
+            url: auth_url(),
+            admin: auth_url(),
+        }
+    }
+
+    /// The standalone server over TLS (`zks://`, client certificate), as digest user
+    /// `distlock`.
+    pub fn tls() -> Self {
+        ZkHarness {
+            url: tls_url(),
+            admin: auth_url(),
+        }
     }
 
     pub fn standalone() -> Self {
         ZkHarness {
             url: standalone_url(),
+            admin: standalone_url(),
         }
     }
 
     pub fn ensemble() -> Self {
         ZkHarness {
             url: ensemble_url(),
+            admin: ensemble_url(),
         }
     }
 
@@ -179,13 +206,19 @@ impl Harness for ZkHarness {
     async fn crashable_client(&self) -> CrashableClient {
         let url = self.client_url("{hosts}");
         CrashableClient::through_proxies(&ports(&self.url), |hosts| async move {
+            // The server's certificate names `localhost` (the proxies listen on 127.0.0.1).
+            let hosts = if url.starts_with("zks://") {
+                hosts.replace("127.0.0.1", "localhost")
+            } else {
+                hosts
+            };
             connect_or_explain(&url.replace("{hosts}", &hosts)).await
         })
         .await
     }
 
     async fn remove_underneath(&self, name: &str) {
-        let zk = raw(&self.url).await;
+        let zk = raw(&self.admin).await;
         let dir = Self::dir(name);
         let kids = zk.get_children(&dir).await.unwrap().0;
         // The holder: the first lock contender, or else the first election participant.
@@ -197,7 +230,7 @@ impl Harness for ZkHarness {
     }
 
     async fn traces(&self, name: &str) -> usize {
-        let zk = raw(&self.url).await;
+        let zk = raw(&self.admin).await;
         match zk.get_children(&Self::dir(name)).await {
             Ok((kids, _)) => [NodeKind::Lock, NodeKind::Latch]
                 .into_iter()

@@ -637,6 +637,11 @@ impl Session {
         let mut conn = match self.connector.connect(endpoint, deadline).await {
             Err(err) => {
                 debug!("fails in connecting to {} due to {:?}", endpoint, err);
+                // A failed TLS handshake fails the same way on every try: keep why (see `start`).
+                #[cfg(feature = "tls")]
+                if err.get_ref().is_some_and(|e| e.is::<rustls::Error>()) {
+                    return Err(Error::with_other(format!("TLS handshake with {endpoint} failed"), err));
+                }
                 return Err(Error::ConnectionLoss);
             },
             Ok(conn) => {
@@ -686,9 +691,14 @@ impl Session {
             Err(err) => err,
             Ok(conn) => return Ok(conn),
         };
+        // A failed TLS handshake, returned instead of the `NoHosts` or `Timeout` it led to.
+        let mut tls_failure = None;
         while !last_error.is_terminated() {
+            if matches!(last_error, Error::Custom(_)) {
+                tls_failure = Some(last_error.clone());
+            }
             if deadline.elapsed() {
-                return Err(Error::Timeout);
+                return Err(tls_failure.unwrap_or(Error::Timeout));
             }
             match self.start_once(endpoints, &mut deadline, buf, depot).await {
                 Err(err) => {
@@ -698,6 +708,9 @@ impl Session {
                 Ok(conn) => return Ok(conn),
             };
         }
-        Err(last_error)
+        Err(match last_error {
+            Error::NoHosts => tls_failure.unwrap_or(Error::NoHosts),
+            other => other,
+        })
     }
 }

@@ -163,8 +163,11 @@ impl TlsClient {
     }
 
     pub async fn connect(&self, host: &str, port: u16) -> std::io::Result<TlsStream<TcpStream>> {
+        let domain = ServerName::try_from(host)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?
+            .to_owned();
         let stream = TcpStream::connect((host, port)).await?;
-        let domain = ServerName::try_from(host).unwrap().to_owned();
+        stream.set_nodelay(true)?;
         self.inner.connect(domain, stream).await
     }
 }
