@@ -28,8 +28,11 @@ use crate::fenced::FencedResource;
 use crate::history::History;
 use crate::takeover::LEASE;
 
-/// After the heal, every client must get every name within this.
-pub const LIVENESS_BOUND: Duration = Duration::from_secs(20);
+/// After the heal, every client must get every name within this: the longest lease a worker
+/// takes (the default, [`distlock_core::DEFAULT_TTL`]) and 10 s more. A release the store never
+/// got (a store killed or a client cut off just then) leaves the lock held until its lease runs
+/// out, as a crashed holder's would (seed 2026112802 on mysql-row failed a 20 s bound so).
+pub const LIVENESS_BOUND: Duration = Duration::from_secs(distlock_core::DEFAULT_TTL.as_secs() + 10);
 
 /// How long an acquire waits.
 pub const WAIT: Duration = Duration::from_secs(3);
