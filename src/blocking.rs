@@ -216,22 +216,29 @@ impl Iterator for LeaderChanges {
         {
             Ok(Some(change)) => Some(change),
             Ok(None) => {
-                self.changes = None;
+                self.end();
                 None
             }
             Err(refused) => {
-                self.changes = None;
+                self.end();
                 Some(Err(refused))
             }
         }
     }
 }
 
-impl Drop for LeaderChanges {
-    fn drop(&mut self) {
-        // A read in progress is dropped on the runtime it was started on.
+impl LeaderChanges {
+    /// Ends the observation on the facade's runtime (a read in progress, and the lock handle it
+    /// may hold last, are dropped where they were made).
+    fn end(&mut self) {
         let _on = self.rt.enter();
         drop(self.changes.take());
+    }
+}
+
+impl Drop for LeaderChanges {
+    fn drop(&mut self) {
+        self.end();
     }
 }
 

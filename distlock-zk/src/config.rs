@@ -27,8 +27,9 @@ pub struct ZkConfig {
     pub user: Option<String>,
     /// The digest password (never printed).
     password: Option<String>,
-    /// TLS (`zks://`): the CA to verify the servers with and the client certificate, if any.
-    /// The servers are checked against the host names in the URL.
+    /// TLS (`zks://`): the CA to verify the servers with (required: there is no default) and
+    /// the client certificate, if any. The servers are checked against the host names in the
+    /// URL.
     pub tls: Option<TlsFiles>,
 }
 
@@ -94,8 +95,8 @@ impl ZkConfig {
 
     /// Parses `zk://[user:password@]h1:p1,h2:p2[/chroot][?session_timeout=10s&connect_timeout=5s&base=/distlock]`;
     /// the password may come from `password_file=` or `password_env=` instead. `zks://` is the
-    /// same over TLS, with `ca=` (PEM; default: the system's roots) and `cert=` + `key=` for a
-    /// server that asks for a client certificate.
+    /// same over TLS, with `ca=` (PEM, required) and `cert=` + `key=` for a server that asks
+    /// for a client certificate.
     ///
     /// # Errors
     /// [`LockError::InvalidConfig`] quoting the bad part.
@@ -151,7 +152,12 @@ impl ZkConfig {
             other => other,
         };
         cfg.tls = match (tls_scheme, TlsFiles::take(&mut p).map_err(in_url)?) {
-            (true, files) => Some(files.unwrap_or_default()),
+            (true, Some(files)) if files.ca.is_some() => Some(files),
+            (true, _) => {
+                return Err(in_url(LockError::invalid_config(
+                    "zks:// needs ca= (the CA that signed the servers' certificates)",
+                )))
+            }
             (false, Some(_)) => {
                 return Err(in_url(LockError::invalid_config(
                     "ca=, cert= and key= are for TLS: use zks://",

@@ -44,7 +44,8 @@ fn tls_options(
     let bad = |what: &str, e: Error| LockError::invalid_config(format!("{what}: {e}"));
     let text = |bytes: Vec<u8>| String::from_utf8_lossy(&bytes).into_owned();
     let mut certs = TlsCerts::builder();
-    // ZooKeeper servers' certificates come from the operator's own CA: zks:// names it.
+    // ZooKeeper servers' certificates come from the operator's own CA: zks:// names it (the
+    // configuration requires it).
     let ca = pem.ca.ok_or_else(|| {
         LockError::invalid_config("zks:// needs ca= (the CA that signed the servers' certificates)")
     })?;

@@ -283,8 +283,12 @@ async fn watch(client: Client, shared: Arc<Shared>, cfg: ZkConfig, label: String
 /// reconnecting after 7/5 of it).
 async fn close_retired(cfg: &ZkConfig, info: SessionInfo, label: &str) {
     let until = Instant::now() + cfg.session_timeout * 2 + cfg.connect_timeout;
-    let Ok(connector) = crate::dial::connector(cfg) else {
-        return;
+    let connector = match crate::dial::connector(cfg) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!(backend = %label, error = %e, "cannot close a retired ZooKeeper session (its TLS files?); the ensemble expires it");
+            return;
+        }
     };
     while Instant::now() < until {
         let attempt = crate::dial::dial(connector.clone().with_session(info.clone()), cfg);

@@ -214,7 +214,11 @@ pub(crate) const BORN_LOST_ATTEMPTS: usize = 3;
 /// so nothing else ends the wait for a reply. The acquisition is then dropped, which leaves
 /// nothing behind in the store (the cleanup runs once it answers), and
 /// [`LockError::Unavailable`] returned. On a store that answers, waits overrun by less
-/// (`wait_timeout_honoured`: at most 1 s).
+/// (`wait_timeout_honoured`: at most 1 s). The bound is the same for every store, shorter
+/// than some backends' own per-operation limits (Redis's `timeout`, a ZooKeeper session's
+/// `connect_timeout`, SQLite's busy wait), so a store that is only slow past it — a new
+/// ZooKeeper session whose first server is blackholed, an SQLite writer behind a long
+/// transaction — is `Unavailable` too: retryable, and within the bound the caller asked for.
 pub const STALL_BOUND: Duration = Duration::from_secs(2);
 
 /// Runs `attempt` (one store attempt with the given options), never handing out a guard
@@ -241,7 +245,7 @@ where
         Attempt::Try => Some(Duration::ZERO),
     };
     let (got, waited) = match wait {
-        Some(wait) => tokio::time::timeout(wait + STALL_BOUND, once)
+        Some(wait) => tokio::time::timeout(wait.saturating_add(STALL_BOUND), once)
             .await
             .unwrap_or_else(|_| (Err(stalled(backend, name, wait)), false)),
         None => once.await,

@@ -27,10 +27,17 @@ impl CleanupOnDrop {
         self.cleanup = None;
     }
 
-    /// Runs the cleanup now and waits for it.
+    /// Runs the cleanup now and waits for it. It runs as a task of its own, so it completes
+    /// even if this future is dropped meanwhile (an acquisition abandoned at its bound, a caller
+    /// that gave up): dropping the wait detaches the cleanup, never cuts it short.
     pub async fn run_now(mut self) {
         if let Some(c) = self.cleanup.take() {
-            c().await;
+            match tokio::runtime::Handle::try_current() {
+                Ok(h) => {
+                    let _ = h.spawn(c()).await;
+                }
+                Err(_) => c().await,
+            }
         }
     }
 }
@@ -66,5 +73,25 @@ mod tests {
         make(n.clone()).run_now().await;
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         assert_eq!(n.load(Ordering::SeqCst), 2);
+    }
+
+    /// A `run_now` dropped before its cleanup finished (the acquisition it belongs to was
+    /// abandoned) leaves the cleanup running to its end.
+    #[tokio::test]
+    async fn an_interrupted_run_now_still_cleans_up() {
+        let n = Arc::new(AtomicUsize::new(0));
+        let slow = {
+            let n = n.clone();
+            CleanupOnDrop::new(move || {
+                Box::pin(async move {
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    n.fetch_add(1, Ordering::SeqCst);
+                })
+            })
+        };
+        let cut = tokio::time::timeout(std::time::Duration::from_millis(5), slow.run_now()).await;
+        assert!(cut.is_err(), "the cleanup should still have been running");
+        tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+        assert_eq!(n.load(Ordering::SeqCst), 1, "the cleanup was cut short");
     }
 }

@@ -640,7 +640,7 @@ impl Session {
                 // A failed TLS handshake fails the same way on every try: keep why (see `start`).
                 #[cfg(feature = "tls")]
                 if err.get_ref().is_some_and(|e| e.is::<rustls::Error>()) {
-                    return Err(Error::with_other(format!("TLS handshake with {endpoint} failed"), err));
+                    return Err(Error::with_other(format!("{TLS_FAILURE} {endpoint} failed"), err));
                 }
                 return Err(Error::ConnectionLoss);
             },
@@ -691,14 +691,15 @@ impl Session {
             Err(err) => err,
             Ok(conn) => return Ok(conn),
         };
-        // A failed TLS handshake, returned instead of the `NoHosts` or `Timeout` it led to.
+        // A failed TLS handshake, returned instead of the `NoHosts` it led to (a pass over the
+        // servers that did not cycle: a new session); the deadline's `Timeout` stays.
         let mut tls_failure = None;
         while !last_error.is_terminated() {
-            if matches!(last_error, Error::Custom(_)) {
+            if is_tls_failure(&last_error) {
                 tls_failure = Some(last_error.clone());
             }
             if deadline.elapsed() {
-                return Err(tls_failure.unwrap_or(Error::Timeout));
+                return Err(Error::Timeout);
             }
             match self.start_once(endpoints, &mut deadline, buf, depot).await {
                 Err(err) => {
@@ -713,4 +714,13 @@ impl Session {
             other => other,
         })
     }
+}
+
+/// How [`Session::start_once`]'s error for a failed TLS handshake begins.
+const TLS_FAILURE: &str = "TLS handshake with";
+
+/// Whether `err` is [`Session::start_once`]'s failed TLS handshake (not any other custom error:
+/// a reset connection or a missing response must keep their meaning).
+fn is_tls_failure(err: &Error) -> bool {
+    matches!(err, Error::Custom(_)) && err.to_string().starts_with(TLS_FAILURE)
 }
