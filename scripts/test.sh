@@ -25,6 +25,11 @@ fi
 # What the registry would get: every published package's manifest and file list (docs/ and the
 # harnesses stay out), each built from its own .crate as a user would (unpublished workspace
 # members resolve locally; about 80 s warm, the dependencies being built already).
+# Cargo extracts those .crate files under CARGO_HOME's registry/src, in one directory keyed by
+# name and version only, and reuses an extraction it finds there: one left by an earlier run of an
+# older commit would be built instead of this one (seen: a distlock-core without a function the
+# new distlock-etcd calls). Ours are removed first; crates from the registry re-extract on demand.
+rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/distlock-*
 cargo package -q --workspace --exclude benches --exclude distlock-chaos --allow-dirty
 
 # Every crate's unit, conformance, fault and process tests on the real servers.
