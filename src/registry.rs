@@ -197,7 +197,9 @@ mod tests {
                     .map(drop),
                     #[cfg(feature = "zookeeper")]
                     "zookeeper" => {
-                        distlock_zk::ZkConfig::from_url(&format!("{scheme}://127.0.0.1:1"))
+                        // zks:// names its CA (a file read only when connecting).
+                        let ca = if *scheme == "zks" { "?ca=/ca.pem" } else { "" };
+                        distlock_zk::ZkConfig::from_url(&format!("{scheme}://127.0.0.1:1{ca}"))
                             .map(drop)
                     }
                     #[cfg(feature = "etcd")]
