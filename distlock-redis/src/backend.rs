@@ -202,29 +202,27 @@ impl RedisLock {
                 .map(|n| tokio::time::timeout(t, n.peek(keys))),
         )
         .await;
-        // Per holder token: how many nodes name it, and the view with the highest counter — the
-        // holder's token: a Redlock holder's is the highest its quorum granted, which a node's
-        // own grant may be below until the write-back raises it.
+        // Per holder token: how many nodes name it, and one node's view of it; and every
+        // answering node's fencing counter.
         let mut holders = std::collections::HashMap::<String, (usize, Peek)>::new();
+        let mut counters = Vec::new();
         for p in peeks.into_iter().flatten() {
             let p = match p.map_err(|e| map(e, &self.label, Some(name)))? {
                 Ok(p) => p,
                 Err(f) => return Ok(Err(f)),
             };
+            counters.extend(p.counter);
             if let Some(owner) = p.owner.clone() {
-                let seen = holders.entry(owner).or_insert((0, p.clone()));
-                seen.0 += 1;
-                if p.counter > seen.1.counter {
-                    seen.1 = p;
-                }
+                holders.entry(owner).or_insert((0, p)).0 += 1;
             }
         }
+        let token = holder_token(&mut counters, self.cfg.quorum());
         Ok(Ok(
             match holders.into_values().find(|(n, _)| *n >= self.cfg.quorum()) {
                 Some((_, p)) => {
                     let (owner, holder) = p.owner.map(crate::holder::split).unzip();
                     LockInfo::held(
-                        p.counter,
+                        token,
                         owner,
                         (p.pttl_ms >= 0).then(|| Duration::from_millis(p.pttl_ms as u64)),
                         self.single().then_some(p.queued.max(0) as usize),
@@ -237,6 +235,19 @@ impl RedisLock {
     }
 }
 
+/// The holder's fencing token from every answering node's counter: the `quorum`-th highest
+/// (a single instance: its one counter). A Redlock holder's token `t` is stored (counter ≥ `t`)
+/// on a quorum before it holds, and the quorum that granted it drew at most `t` and is raised to
+/// exactly `t`; while it holds, those counters stay (a round or release that finds the key
+/// someone else's leaves the counter alone). So at least a quorum of counters is ≥ `t` and fewer
+/// than a quorum are above it, whatever the other masters drew meanwhile — a release that
+/// reached a master after the holder won elsewhere grants it there above `t`, an undone round
+/// leaves a higher counter behind. Exact when every master answers.
+fn holder_token(counters: &mut [u64], quorum: usize) -> Option<u64> {
+    counters.sort_unstable_by(|a, b| b.cmp(a));
+    counters.get(quorum.min(counters.len()).checked_sub(1)?).copied()
+}
+
 /// Connects from a `redis://` or `redlock://` URL.
 ///
 /// # Errors
@@ -245,4 +256,25 @@ pub async fn connect(url: &str) -> Result<Arc<dyn DistributedLock>, LockError> {
     Ok(Arc::new(
         RedisLock::connect(RedisConfig::from_url(url)?).await?,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::holder_token;
+
+    #[test]
+    fn the_holder_token_is_the_quorums_not_a_late_grants() {
+        let t = 1_000;
+        // Four masters granted t; the fifth was granted t + 563 by the previous holder's
+        // release, which reached it after the holder had won (seen in a conformance run).
+        assert_eq!(holder_token(&mut [t, t, t, t, t + 563], 3), Some(t));
+        // Granted below t on two masters, their write-backs still on the way; the two masters
+        // that did not grant confirmed theirs.
+        assert_eq!(holder_token(&mut [t - 5, t - 5, t, t, t], 3), Some(t));
+        // An undone round left higher counters on a minority.
+        assert_eq!(holder_token(&mut [t + 9, t, t + 7, t, t], 3), Some(t));
+        // A single instance: its counter.
+        assert_eq!(holder_token(&mut [t], 1), Some(t));
+        assert_eq!(holder_token(&mut [], 3), None);
+    }
 }
