@@ -23,13 +23,8 @@ if cargo tree -p distlock --all-features -e normal --prefix none | grep -Eq '^(c
     exit 1
 fi
 
-# What the registry would get: every published package's manifest and file list (docs/ and the
-# harnesses stay out). Not built from its own .crate here (--no-verify): that second build of
-# every dependency, with the one-backend check, put the clean-clone run past CI's 30 minutes on
-# 2 cores (2026-11-28); `cargo package --workspace --exclude benches --exclude distlock-chaos`
-# without it verifies them (after removing CARGO_HOME/registry/src/*/distlock-*, whose stale
-# extractions cargo would reuse).
-cargo package -q --workspace --exclude benches --exclude distlock-chaos --allow-dirty --no-verify
+# What the registry would get, each package compiled from its own packaged files.
+scripts/packages.sh
 
 # Every crate's unit, conformance, fault and process tests on the real servers.
 export DISTLOCK_CHROMIUM; DISTLOCK_CHROMIUM="$(scripts/browser.sh)" # for benches/tests/html.rs

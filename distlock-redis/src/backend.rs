@@ -245,7 +245,9 @@ impl RedisLock {
 /// leaves a higher counter behind. Exact when every master answers.
 fn holder_token(counters: &mut [u64], quorum: usize) -> Option<u64> {
     counters.sort_unstable_by(|a, b| b.cmp(a));
-    counters.get(quorum.min(counters.len()).checked_sub(1)?).copied()
+    counters
+        .get(quorum.min(counters.len()).checked_sub(1)?)
+        .copied()
 }
 
 /// Connects from a `redis://` or `redlock://` URL.

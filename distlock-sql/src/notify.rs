@@ -118,6 +118,7 @@ struct Release<'a> {
 /// Reads a release payload: `<head>/<name>`, or `<head>=<token>/<name>` for a grant (the head
 /// then a member of this version, [`GRANTABLE_MEMBER`]), or a bare name (a client of an older
 /// version).
+#[cfg(any(feature = "postgres", test))]
 fn parse(payload: &str) -> Release<'_> {
     let bare = Release {
         head: "",
@@ -186,6 +187,7 @@ pub(crate) const GRANTABLE_MEMBER: usize = TAGGED_MEMBER + 1;
 pub(crate) const TAGGED_CHANNEL: &str = "distlock_w_";
 
 /// The channel that only the listener tagged `tag` listens on.
+#[cfg(feature = "postgres")]
 pub(crate) fn tagged_channel(tag: &str) -> String {
     format!("{TAGGED_CHANNEL}{tag}")
 }
