@@ -194,13 +194,11 @@ impl SqlClient {
             statements = missing.len(),
             "creating the missing lock tables"
         );
-        let floor = self.token_floor(sql).await?;
         let mut tx = crate::begin::begin(&self.pool, None).await.map_err(c)?;
         if let Some(schema_lock) = sql.schema_lock {
             tx.execute(schema_lock).await.map_err(c)?;
         }
         for stmt in missing {
-            let stmt = stmt.replace("{floor}", &floor.to_string());
             if let Err(e) = tx.execute(AssertSqlSafe(stmt)).await {
                 if !already_exists(&e) {
                     return Err(c(e));
@@ -227,20 +225,6 @@ impl SqlClient {
             .map_err(|e| classify(e, &self.label, None))?;
         row.try_get(0)
             .map_err(|e| Failure::Error(map(e, &self.label, None)))
-    }
-
-    /// MySQL for_update: the first token the token table hands out. Above every token an
-    /// earlier version issued from its MariaDB sequence `<table>_fence`, when that exists (a
-    /// value drawn from it now exceeds all of them); 1 otherwise. Only read while the token
-    /// table is being created: clients of the earlier version must be stopped by then.
-    async fn token_floor(&self, sql: &ClientStatements) -> Result<i64, Failure> {
-        let Some(old) = &sql.old_sequence else {
-            return Ok(1);
-        };
-        if !self.exists(&old.name, old.exists).await? {
-            return Ok(1);
-        }
-        Ok(self.fetch_i64(&old.next, None).await?.max(1))
     }
 }
 

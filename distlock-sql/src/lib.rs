@@ -33,10 +33,7 @@
 //! | advisory | sequence `<table>_fence`, `nextval` autocommitted once the lock is granted | `AUTO_INCREMENT` table `<table>_fences` (`REPLACE`, autocommitted, once the lock is granted) | – |
 //!
 //! Tokens strictly increase per name as long as these tables and the sequence are not dropped
-//! or reset. MySQL/MariaDB for_update tables created by an earlier version (which drew from a
-//! MariaDB sequence `<table>_fence`) get a token table that starts above that sequence; stop
-//! every client of the earlier version before the first client of this one starts, or the two
-//! draw from different counters.
+//! or reset.
 //!
 //! Where the guarantee ends: every mode commits each token before handing it out (for_update
 //! and advisory draw it with a statement of its own that commits before the guard exists), so

@@ -287,47 +287,6 @@ async fn mariadb_for_update_zero_wait_on_a_held_name_answers_at_once() {
     g.release().await.unwrap();
 }
 
-/// MariaDB for_update on tables an earlier version created (the row table and a token
-/// sequence): the new token table starts above every token the sequence handed out, for names
-/// used before and new ones, and tokens keep rising.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mariadb_for_update_tokens_continue_above_the_old_sequence() {
-    let table = format!("t_{}", &distlock_core::backend::owner_token()[..10]);
-    let admin = connect_or_explain(&format!("{}?mode=row", mysql_url())).await;
-    let run = |sql: String| {
-        let pool = admin.pool().clone();
-        async move {
-            sqlx::query(AssertSqlSafe(sql))
-                .execute(&pool)
-                .await
-                .unwrap();
-        }
-    };
-    run(format!(
-        "CREATE TABLE {table} (name VARBINARY(1024) NOT NULL PRIMARY KEY) ENGINE=InnoDB"
-    ))
-    .await;
-    run(format!("CREATE SEQUENCE {table}_fence ENGINE=InnoDB")).await;
-    run(format!("SELECT SETVAL({table}_fence, 5000)")).await;
-    run(format!("INSERT INTO {table} (name) VALUES ('used-before')")).await;
-    let lock = connect_or_explain(&format!("{}?mode=for_update&table={table}", mysql_url())).await;
-    let mut last = 5000;
-    for name in ["used-before", "new-name", "used-before", "new-name"] {
-        let g = lock.acquire(name, &wait(5)).await.unwrap();
-        assert!(
-            g.fencing_token() > last,
-            "{name}: token {} after {last}",
-            g.fencing_token()
-        );
-        last = g.fencing_token();
-        g.release().await.unwrap();
-    }
-    for t in [table.clone(), format!("{table}_fences")] {
-        run(format!("DROP TABLE IF EXISTS {t}")).await;
-    }
-    run(format!("DROP SEQUENCE IF EXISTS {table}_fence")).await;
-}
-
 /// for_update on MariaDB: a lock transaction begins in one round trip — the session's bounds
 /// (idle, lock wait) and then `BEGIN`, sent together — so an uncontended acquisition is five
 /// requests: the begin, the locking read, the token's draw on a connection of the side pool and

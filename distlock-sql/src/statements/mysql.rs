@@ -3,12 +3,11 @@
 //! `GET_LOCK` on a SHA-256 hex digest of the name and the same token table.
 //!
 //! Only SQL that MySQL 8 and MariaDB ≥ 10.3 both accept (no sequences, no `SET STATEMENT`, no
-//! `RETURNING`; a test below checks the texts); only the upgrade path from the sequence an
-//! earlier version created on MariaDB reads one, and only where it exists.
+//! `RETURNING`; a test below checks the texts).
 
 use super::sets::{
-    AdvisoryStatements, BoundedBegin, ClientStatements, Ddl, ForUpdateStatements, OldSequence,
-    RowStatements, TokenDraw,
+    AdvisoryStatements, BoundedBegin, ClientStatements, Ddl, ForUpdateStatements, RowStatements,
+    TokenDraw,
 };
 use crate::config::Mode;
 
@@ -21,10 +20,6 @@ const SESSION: &[&str] = &["SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITT
 
 /// Whether a table or sequence exists in the current database; returns a count.
 const OBJECT_EXISTS: &str = "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?";
-
-/// Whether a sequence exists in the current database (MariaDB; MySQL has none).
-const SEQUENCE_EXISTS: &str = "SELECT COUNT(*) FROM information_schema.tables \
-     WHERE table_schema = DATABASE() AND table_name = ? AND table_type = 'SEQUENCE'";
 
 pub(crate) fn client(mode: Mode, t: &str) -> ClientStatements {
     // VARBINARY: byte-exact names (the default collations fold case and pad spaces).
@@ -47,18 +42,12 @@ pub(crate) fn client(mode: Mode, t: &str) -> ClientStatements {
         schema_lock: None,
         object_exists: Some(OBJECT_EXISTS),
         schema,
-        old_sequence: (mode == Mode::ForUpdate).then(|| OldSequence {
-            name: format!("{t}_fence"),
-            exists: SEQUENCE_EXISTS,
-            next: format!("SELECT NEXTVAL({t}_fence)"),
-        }),
     }
 }
 
-/// for_update's and advisory's `AUTO_INCREMENT` token table `<t>_fences`. `{floor}`: the first
-/// token (above an earlier version's sequence, if any; 1 in advisory mode).
+/// for_update's and advisory's `AUTO_INCREMENT` token table `<t>_fences`.
 fn token_table(t: &str) -> Ddl {
-    Ddl::table(format!("{t}_fences"), format!("CREATE TABLE IF NOT EXISTS {t}_fences (name VARBINARY(1024) NOT NULL PRIMARY KEY, fence BIGINT NOT NULL AUTO_INCREMENT, KEY (fence)) ENGINE=InnoDB AUTO_INCREMENT={{floor}}"))
+    Ddl::table(format!("{t}_fences"), format!("CREATE TABLE IF NOT EXISTS {t}_fences (name VARBINARY(1024) NOT NULL PRIMARY KEY, fence BIGINT NOT NULL AUTO_INCREMENT, KEY (fence)) ENGINE=InnoDB"))
 }
 
 /// Draws the next token from the token table (its `AUTO_INCREMENT` value is the statement's last
@@ -177,8 +166,7 @@ pub(crate) fn advisory(t: &str) -> AdvisoryStatements {
 mod tests {
     use super::*;
 
-    /// Every MySQL/MariaDB statement sticks to SQL MySQL 8 accepts too (the upgrade path's read
-    /// of an earlier version's MariaDB sequence is separate and guarded by its existence).
+    /// Every MySQL/MariaDB statement sticks to SQL MySQL 8 accepts too.
     #[test]
     fn mysql_statements_are_portable_to_mysql_8() {
         let (r, f, a) = (row("t"), for_update("t"), advisory("t"));

@@ -142,7 +142,6 @@ pub(crate) fn client(mode: Mode, t: &str) -> ClientStatements {
         schema_lock: Some(SCHEMA_LOCK),
         object_exists: Some(OBJECT_EXISTS),
         schema,
-        old_sequence: None,
     }
 }
 

@@ -24,19 +24,6 @@ impl Ddl {
     }
 }
 
-/// MySQL for_update: the sequence an earlier version drew tokens from (MariaDB), to start the
-/// token table above every token it issued.
-#[derive(Debug, Clone)]
-pub(crate) struct OldSequence {
-    /// The sequence's name.
-    pub name: String,
-    /// Whether a sequence of that name exists in the current database (one bound name, returns
-    /// a count; MySQL has no sequences, so there it is always 0).
-    pub exists: &'static str,
-    /// Draws a value above every token the sequence issued.
-    pub next: String,
-}
-
 /// What a client runs when it connects: session settings and the schema.
 #[derive(Debug, Clone)]
 pub(crate) struct ClientStatements {
@@ -48,11 +35,8 @@ pub(crate) struct ClientStatements {
     /// Whether a table or sequence exists (one bound name, returns a count); `None` where every
     /// schema statement always runs.
     pub object_exists: Option<&'static str>,
-    /// Schema creation, run in order at connect (only the missing objects). The MySQL
-    /// for_update token table's text holds `{floor}`, replaced by its first token.
+    /// Schema creation, run in order at connect (only the missing objects).
     pub schema: Vec<Ddl>,
-    /// See [`OldSequence`]; `None` outside MySQL for_update.
-    pub old_sequence: Option<OldSequence>,
 }
 
 /// Row mode: a row per held lock. Binding orders are the same in every dialect:

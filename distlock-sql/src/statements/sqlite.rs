@@ -51,7 +51,6 @@ pub(crate) fn client(t: &str) -> ClientStatements {
         schema_lock: None,
         object_exists: None,
         schema,
-        old_sequence: None,
     }
 }
 
