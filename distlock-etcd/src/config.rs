@@ -131,13 +131,9 @@ impl EtcdConfig {
             cfg.prefix = u.path.clone();
         }
         let mut p = u.params();
-        let in_context =
-            |m: String| LockError::invalid_config(format!("{m} (in {:?})", u.redacted()));
+        let in_context = |m: String| u.in_context(LockError::invalid_config(m));
         let password =
-            credentials::take_password(&mut p, u.password.clone()).map_err(|e| match e {
-                LockError::InvalidConfig(m) => in_context(m),
-                other => other,
-            })?;
+            credentials::take_password(&mut p, u.password.clone()).map_err(|e| u.in_context(e))?;
         cfg.user = u.user.clone();
         cfg.password = password;
         if cfg.user.is_some() != cfg.password.is_some() {
@@ -145,10 +141,7 @@ impl EtcdConfig {
                 "etcd authentication needs both a user and a password".into(),
             ));
         }
-        let files = TlsFiles::take(&mut p).map_err(|e| match e {
-            LockError::InvalidConfig(m) => in_context(m),
-            other => other,
-        })?;
+        let files = TlsFiles::take(&mut p).map_err(|e| u.in_context(e))?;
         cfg.tls = match (tls_scheme, files) {
             (true, files) => Some(files.unwrap_or_default()),
             (false, Some(_)) => {

@@ -178,26 +178,7 @@ pub(crate) async fn acquire<R: Rounds>(
             .collect()
     };
     // Whatever an interrupted attempt or a departed waiter left behind is removed.
-    let (cleanup_nodes, cleanup_keys, cleanup_token, cleanup_lag) = (
-        Arc::clone(rounds.nodes()),
-        keys.clone(),
-        token.clone(),
-        rounds.clock_lag(),
-    );
-    // On each node the queue is left first: a release can then no longer grant us the lock,
-    // and a grant that landed before is given back (passed on) by the release after it — one
-    // release for every node, as a holder's is.
-    let armed = CleanupOnDrop::new(move || {
-        Box::pin(async move {
-            let handoff = Handoff::new(cleanup_lag);
-            let (keys, token) = (&cleanup_keys, &cleanup_token);
-            join_all(cleanup_nodes.iter().map(|n| async move {
-                let _ = n.leave(keys, token).await;
-                let _ = n.release(keys, token, handoff).await;
-            }))
-            .await;
-        })
-    });
+    let armed = cleanup(rounds, &keys, &token);
     let mut first_failure: Option<Instant> = None;
     // Releases that handed us the lock on a quorum of nodes: its fencing token, and when the
     // round that last refreshed our queue places started.
@@ -236,22 +217,8 @@ pub(crate) async fn acquire<R: Rounds>(
                 token: fence,
                 validity,
             } => {
-                let lease = RedisLease {
-                    nodes: Arc::clone(rounds.nodes()),
-                    keys: keys.clone(),
-                    token: token.clone(),
-                    quorum: rounds.quorum(),
-                    validity: R::validity,
-                    name: name.to_owned(),
-                    label: rounds.label().to_owned(),
-                    per_node_timeout: per_node,
-                    clock_lag: rounds.clock_lag(),
-                };
-                let (label, lease) = (rounds.label(), Arc::new(lease));
                 let started =
-                    GuardParts::leased(name, label, fence, opts, started, validity, lease)
-                        .start()
-                        .await;
+                    guard(rounds, &keys, &token, name, fence, opts, started, validity).await;
                 match started {
                     Ok(g) => {
                         armed.disarm();
@@ -284,44 +251,123 @@ pub(crate) async fn acquire<R: Rounds>(
                         Some(subscribe(rounds, subscribers, &keys.channel, &token, per_node).await);
                     continue;
                 };
-                let until_expiry = if pttl_ms >= 0 {
-                    Duration::from_millis(pttl_ms as u64) + random_up_to(Duration::from_millis(3))
-                } else {
-                    HEARTBEAT
-                };
-                let mut nap = until_expiry.min(HEARTBEAT);
-                if partial {
-                    // Some masters granted, others had not yet seen the release (woken by the
-                    // first master's message) or list an older waiter still in flight: the
-                    // queues converge within a round trip or two.
-                    nap = nap
-                        .min(Duration::from_micros(500) + random_up_to(Duration::from_millis(2)));
-                }
-                let woken = futures::future::select_all(
-                    waits.iter().map(|w| Box::pin(w.wake.notify.notified())),
-                );
-                tokio::select! {
-                    _ = woken => {}
-                    _ = deadline.sleep(nap) => {}
-                }
-                // Handed the lock by the releases that woke us: no round needed.
-                let grants = gather_grants(
+                let nap = nap(pttl_ms, partial);
+                granted = await_release(
+                    rounds,
+                    &bid,
                     waits,
                     &seen,
                     &plain_before_round,
-                    rounds.quorum(),
-                    rounds.grant_gather(),
+                    &deadline,
+                    nap,
                 )
-                .await;
-                if let Some(fences) = one_release(&grants, rounds.quorum()) {
-                    granted = rounds
-                        .settle_grants(&bid, &fences)
-                        .await
-                        .map(|fence| (fence, started));
-                }
+                .await
+                .map(|fence| (fence, started));
             }
         }
     }
+}
+
+/// Sleeps until a release wakes us or `nap` (bounded by the deadline) ends. Returns the fencing
+/// token when the releases that woke us handed us the lock on a quorum of nodes, so no round is
+/// needed (`seen`, `plain_before_round`: see [`gather_grants`]).
+async fn await_release<R: Rounds>(
+    rounds: &R,
+    bid: &Bid<'_>,
+    waits: &[Waiting],
+    seen: &[u64],
+    plain_before_round: &[u64],
+    deadline: &Deadline,
+    nap: Duration,
+) -> Option<u64> {
+    let woken =
+        futures::future::select_all(waits.iter().map(|w| Box::pin(w.wake.notify.notified())));
+    tokio::select! {
+        _ = woken => {}
+        _ = deadline.sleep(nap) => {}
+    }
+    let (quorum, gather) = (rounds.quorum(), rounds.grant_gather());
+    let grants = gather_grants(waits, seen, plain_before_round, quorum, gather).await;
+    let fences = one_release(&grants, quorum)?;
+    rounds.settle_grants(bid, &fences).await
+}
+
+/// What removes an interrupted attempt's or a departed waiter's traces on every node. On each
+/// node the queue is left first: a release can then no longer grant us the lock, and a grant
+/// that landed before is given back (passed on) by the release after it — one release for
+/// every node, as a holder's is.
+fn cleanup<R: Rounds>(rounds: &R, keys: &Keys, token: &str) -> CleanupOnDrop {
+    let (nodes, keys, token, lag) = (
+        Arc::clone(rounds.nodes()),
+        keys.clone(),
+        token.to_owned(),
+        rounds.clock_lag(),
+    );
+    CleanupOnDrop::new(move || {
+        Box::pin(async move {
+            let handoff = Handoff::new(lag);
+            let (keys, token) = (&keys, &token);
+            join_all(nodes.iter().map(|n| async move {
+                let _ = n.leave(keys, token).await;
+                let _ = n.release(keys, token, handoff).await;
+            }))
+            .await;
+        })
+    })
+}
+
+/// The guard of a won round: its lease renews and releases on every node with the quorum of
+/// the topology.
+#[allow(clippy::too_many_arguments)]
+async fn guard<R: Rounds>(
+    rounds: &R,
+    keys: &Keys,
+    token: &str,
+    name: &str,
+    fence: u64,
+    opts: &AcquireOptions,
+    started: Instant,
+    validity: Duration,
+) -> Result<LockGuard, LockError> {
+    let lease = RedisLease {
+        nodes: Arc::clone(rounds.nodes()),
+        keys: keys.clone(),
+        token: token.to_owned(),
+        quorum: rounds.quorum(),
+        validity: R::validity,
+        name: name.to_owned(),
+        label: rounds.label().to_owned(),
+        per_node_timeout: rounds.per_node_timeout(opts.ttl),
+        clock_lag: rounds.clock_lag(),
+    };
+    GuardParts::leased(
+        name,
+        rounds.label(),
+        fence,
+        opts,
+        started,
+        validity,
+        Arc::new(lease),
+    )
+    .start()
+    .await
+}
+
+/// How long a waiter sleeps unless a release wakes it: until the holder's lease runs out (with
+/// up to 3 ms of jitter), at most a [`HEARTBEAT`]; after a `partial` round (some masters
+/// granted, others had not yet seen the release, woken by the first master's message, or list
+/// an older waiter still in flight) at most ~2 ms: the queues converge within a round trip or
+/// two.
+pub(crate) fn nap(pttl_ms: i64, partial: bool) -> Duration {
+    let until_expiry = match u64::try_from(pttl_ms) {
+        Ok(ms) => Duration::from_millis(ms) + random_up_to(Duration::from_millis(3)),
+        Err(_) => HEARTBEAT,
+    };
+    let nap = until_expiry.min(HEARTBEAT);
+    if partial {
+        return nap.min(Duration::from_micros(500) + random_up_to(Duration::from_millis(2)));
+    }
+    nap
 }
 
 /// Joins `channel`'s waiters on every node as `token`, once a quorum of nodes confirmed the

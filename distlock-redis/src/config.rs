@@ -196,49 +196,12 @@ impl RedisConfig {
     pub fn from_url(url: &str) -> Result<Self, LockError> {
         let sentinel = url.starts_with("redis+sentinel://");
         let u = DistlockUrl::parse(url, if sentinel { 26379 } else { 6379 })?;
-        let (topology, tls_scheme) = match u.scheme.as_str() {
-            "redis" => (Topology::Single, false),
-            "rediss" => (Topology::Single, true),
-            "redlock" => (Topology::Redlock, false),
-            "redis+sentinel" => (Topology::Sentinel, false),
-            "redis+cluster" => (Topology::Cluster, false),
-            other => {
-                return Err(LockError::invalid_config(format!(
-                    "scheme {other:?} in {:?} is not a Redis scheme (redis, rediss, redlock, redis+sentinel, redis+cluster)",
-                    u.redacted()
-                )))
-            }
-        };
+        let in_context = |e| u.in_context(e);
+        let (topology, tls_scheme) = topology(&u.scheme).map_err(in_context)?;
         if u.hosts.is_empty() {
-            return Err(LockError::invalid_config(format!(
-                "{:?} names no host",
-                u.redacted()
-            )));
+            return Err(in_context(LockError::invalid_config("no host named")));
         }
-        let (master_name, db) = if sentinel {
-            match u.path.split_once('/') {
-                Some((m, db)) => (m, db),
-                None => (u.path.as_str(), ""),
-            }
-        } else {
-            ("", u.path.as_str())
-        };
-        if sentinel && master_name.is_empty() {
-            return Err(LockError::invalid_config(format!(
-                "{:?} names no master set: redis+sentinel://HOSTS/MASTER_NAME",
-                u.redacted()
-            )));
-        }
-        let db = if db.is_empty() {
-            0
-        } else {
-            db.parse::<i64>().map_err(|_| {
-                LockError::invalid_config(format!(
-                    "database {db:?} in {:?} is not a number",
-                    u.redacted()
-                ))
-            })?
-        };
+        let (master_name, db) = master_and_db(&u.path, sentinel).map_err(in_context)?;
         let mut p = u.params();
         let prefix = p.take("prefix").unwrap_or_default();
         let timeout = p
@@ -247,66 +210,28 @@ impl RedisConfig {
         let eviction = match p.take("eviction").as_deref() {
             None | Some("refuse") => EvictionCheck::Refuse,
             Some("warn") => EvictionCheck::Warn,
-            Some(other) => {
-                return Err(LockError::invalid_config(format!(
-                    "parameter `eviction={other}` in {:?}: use eviction=refuse (the default) or eviction=warn",
-                    u.redacted()
-                )))
-            }
-        };
-        let in_context = |e: LockError| match e {
-            LockError::InvalidConfig(m) => {
-                LockError::invalid_config(format!("{m} (in {:?})", u.redacted()))
-            }
-            other => other,
+            Some(other) => return Err(in_context(LockError::invalid_config(format!(
+                "parameter `eviction={other}`: use eviction=refuse (the default) or eviction=warn"
+            )))),
         };
         let password =
             credentials::take_password(&mut p, u.password.clone()).map_err(in_context)?;
         let replicas = p.take("replicas").map_or(Ok(0), |n| {
             n.parse::<u32>().map_err(|_| {
-                LockError::invalid_config(format!(
-                    "parameter `replicas={n}` in {:?} is not a replica count",
-                    u.redacted()
-                ))
+                in_context(LockError::invalid_config(format!(
+                    "parameter `replicas={n}` is not a replica count"
+                )))
             })
         })?;
         let lock_delay = p.take_duration("lock_delay")?;
         let tls_param = p.take_bool("tls")?;
         let files = TlsFiles::take(&mut p).map_err(in_context)?;
-        let tls = match (tls_scheme, topology, tls_param) {
-            (true, _, Some(false)) => {
-                return Err(in_context(LockError::invalid_config(
-                    "rediss:// is TLS: drop tls=off or use redis://",
-                )))
-            }
-            (false, Topology::Single, Some(true)) => {
-                return Err(in_context(LockError::invalid_config(
-                    "a single server over TLS is rediss://, not redis://…?tls=on",
-                )))
-            }
-            (_, Topology::Cluster, Some(true)) => {
-                return Err(in_context(LockError::invalid_config(
-                    "TLS to a Redis Cluster is not supported yet",
-                )))
-            }
-            (_, Topology::Sentinel, Some(true)) => {
-                return Err(in_context(LockError::invalid_config(
-                    "TLS to a Sentinel set is not supported yet: use rediss:// to the master",
-                )))
-            }
-            (true, _, _) | (_, Topology::Redlock, Some(true)) => Some(files.unwrap_or_default()),
-            _ if files.is_some() => {
-                return Err(in_context(LockError::invalid_config(
-                    "ca=, cert= and key= are for TLS: use rediss:// (or redlock://…&tls=on)",
-                )))
-            }
-            _ => None,
-        };
+        let tls = tls(tls_scheme, topology, tls_param, files).map_err(in_context)?;
         p.finish(KNOWN_PARAMS)?;
         let cfg = RedisConfig {
             topology,
             nodes: u.hosts.clone(),
-            master_name: sentinel.then(|| master_name.to_owned()),
+            master_name,
             replicas,
             lock_delay,
             db,
@@ -318,12 +243,7 @@ impl RedisConfig {
             tls,
             test_hooks: TestHooks::default(),
         };
-        cfg.validate().map_err(|e| match e {
-            LockError::InvalidConfig(m) => {
-                LockError::invalid_config(format!("{m} (in {:?})", u.redacted()))
-            }
-            other => other,
-        })?;
+        cfg.validate().map_err(in_context)?;
         Ok(cfg)
     }
 
@@ -401,6 +321,69 @@ impl RedisConfig {
             "redis"
         };
         format!("{scheme}://{auth}{addr}/{}", self.db)
+    }
+}
+
+/// The topology a URL scheme names, and whether the scheme itself is TLS (`rediss`).
+fn topology(scheme: &str) -> Result<(Topology, bool), LockError> {
+    Ok(match scheme {
+        "redis" => (Topology::Single, false),
+        "rediss" => (Topology::Single, true),
+        "redlock" => (Topology::Redlock, false),
+        "redis+sentinel" => (Topology::Sentinel, false),
+        "redis+cluster" => (Topology::Cluster, false),
+        other => {
+            return Err(LockError::invalid_config(format!(
+                "scheme {other:?} is not a Redis scheme (redis, rediss, redlock, redis+sentinel, redis+cluster)"
+            )))
+        }
+    })
+}
+
+/// A URL path's master set name (Sentinel: `/MASTER[/db]`) and database number.
+fn master_and_db(path: &str, sentinel: bool) -> Result<(Option<String>, i64), LockError> {
+    let (master, db) = match (sentinel, path.split_once('/')) {
+        (false, _) => (None, path),
+        (true, Some((m, db))) => (Some(m), db),
+        (true, None) => (Some(path), ""),
+    };
+    if master == Some("") {
+        return Err(LockError::invalid_config(
+            "no master set named: redis+sentinel://HOSTS/MASTER_NAME",
+        ));
+    }
+    let db = match db {
+        "" => 0,
+        db => db
+            .parse::<i64>()
+            .map_err(|_| LockError::invalid_config(format!("database {db:?} is not a number")))?,
+    };
+    Ok((master.map(str::to_owned), db))
+}
+
+/// Whether the connection is TLS, from the scheme, the topology and `tls=`, with the CA and
+/// client certificate files (`ca=`, `cert=`, `key=`) only where it is.
+fn tls(
+    tls_scheme: bool,
+    topology: Topology,
+    tls_param: Option<bool>,
+    files: Option<TlsFiles>,
+) -> Result<Option<TlsFiles>, LockError> {
+    let refuse = |m: &str| Err(LockError::invalid_config(m));
+    match (tls_scheme, topology, tls_param) {
+        (true, _, Some(false)) => refuse("rediss:// is TLS: drop tls=off or use redis://"),
+        (false, Topology::Single, Some(true)) => {
+            refuse("a single server over TLS is rediss://, not redis://…?tls=on")
+        }
+        (_, Topology::Cluster, Some(true)) => refuse("TLS to a Redis Cluster is not supported yet"),
+        (_, Topology::Sentinel, Some(true)) => {
+            refuse("TLS to a Sentinel set is not supported yet: use rediss:// to the master")
+        }
+        (true, _, _) | (_, Topology::Redlock, Some(true)) => Ok(Some(files.unwrap_or_default())),
+        _ if files.is_some() => {
+            refuse("ca=, cert= and key= are for TLS: use rediss:// (or redlock://…&tls=on)")
+        }
+        _ => Ok(None),
     }
 }
 

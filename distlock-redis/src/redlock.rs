@@ -44,7 +44,7 @@ use crate::acquire::{Bid, Round, Rounds, GRANT_GATHER, WAITER_TTL};
 use crate::clock;
 use crate::config::RedisConfig;
 use crate::keys::Keys;
-use crate::node::{Attempt, Node};
+use crate::node::{Attempt, Foreign, Node};
 use crate::quorum::gather;
 
 /// Redlock's clock-drift allowance: ttl·1% + 2 ms.
@@ -138,6 +138,50 @@ impl Redlock {
         });
         gather(&self.nodes, calls, |_| false).await;
     }
+
+    /// Undoes a failed round before anyone retries, on every master that granted or did not
+    /// answer (its reply may have been lost) — not where someone else held the lock when the
+    /// round ran (`held`), which has no key of ours (a grant it hands us since is drawn above
+    /// the counter `seen` keeps for it, and counts). An undo also removes any grant a holder's
+    /// release handed us meanwhile (the key then holds our token), so no grant drawn so far on
+    /// an undone master may count: `seen` knows no counter there until the next round.
+    async fn undo_failed(
+        &self,
+        keys: &Keys,
+        token: &str,
+        t: Duration,
+        held: &[bool],
+        seen: &mut [u64],
+    ) {
+        let undo_on: Vec<bool> = held.iter().map(|h| !h).collect();
+        if undo_on.contains(&true) {
+            self.undo(keys, token, t, &undo_on).await;
+            for (s, _) in seen.iter_mut().zip(&undo_on).filter(|(_, &u)| u) {
+                *s = u64::MAX;
+            }
+        }
+    }
+
+    /// The error of a round that fewer masters than a quorum answered.
+    fn too_few(
+        &self,
+        name: &str,
+        answered: usize,
+        last_err: Option<redis::RedisError>,
+    ) -> LockError {
+        let quorum = self.quorum;
+        tracing::warn!(backend = %self.label, name, answered, masters = self.nodes.len(), quorum, "Redlock round missed quorum: too few masters answered");
+        LockError::unavailable(
+            &self.label,
+            Some(name),
+            format!(
+                "only {answered} of {} masters answered; a quorum of {quorum} is needed{}",
+                self.nodes.len(),
+                last_err.map_or_else(String::new, |e| format!(" (last error: {e})"))
+            ),
+            None,
+        )
+    }
 }
 
 impl Rounds for Redlock {
@@ -217,42 +261,16 @@ impl Rounds for Redlock {
         // foreign data); a stalled one only briefly.
         let calls = (self.nodes.iter()).map(|node| Some(node.within(t, bid.on(node, floor))));
         let results = gather(&self.nodes, calls, |_| false).await;
-        // Per master: the token it drew if it granted; the counters of those that did not.
-        let (mut granted, mut counters) = (vec![None; self.nodes.len()], Vec::new());
-        // Per master: the counter the round left there (no answer: none known), and whether
-        // it answered that someone else holds the lock (no key of ours to undo there).
-        let mut seen = vec![u64::MAX; self.nodes.len()];
-        let mut held = vec![false; self.nodes.len()];
-        let (mut pttl, mut answered, mut last_err, mut foreign) = (i64::MAX, 0usize, None, None);
-        for (i, (r, node)) in results.into_iter().zip(self.nodes.iter()).enumerate() {
-            // Not waited for: it is stalled.
-            let Some(r) = r else { continue };
-            answered += usize::from(matches!(r, Ok(Ok(_))));
-            match r {
-                Ok(Ok(Attempt::Acquired { token })) => {
-                    granted[i] = Some(token);
-                }
-                // The shortest remaining lease among the masters that have one (a master
-                // without the key, or one that never expires it, says nothing about when the
-                // holder's quorum runs out).
-                Ok(Ok(Attempt::Held { pttl_ms, counter })) => {
-                    pttl = shortest_pttl(pttl, pttl_ms);
-                    counters.push(counter);
-                    seen[i] = counter;
-                    held[i] = true;
-                }
-                Ok(Ok(Attempt::Foreign(f))) => foreign = Some(f),
-                // Redlock takes no `replicas=` (RedisConfig::validate): never seen here.
-                Ok(Ok(Attempt::Unacknowledged { .. })) => {}
-                Ok(Err(e)) => {
-                    tracing::debug!(backend = %self.label, server = %node.addr(), name, error = %e, "Redlock master failed the acquire round");
-                    last_err = Some(e);
-                }
-                Err(_) => {
-                    tracing::debug!(backend = %self.label, server = %node.addr(), name, timeout = ?t, "Redlock master did not answer the acquire round in time");
-                }
-            }
-        }
+        let Tally {
+            granted,
+            counters,
+            mut seen,
+            held,
+            pttl,
+            answered,
+            last_err,
+            foreign,
+        } = Tally::of(results, &self.nodes, &self.label, name, t);
         let grants = granted.iter().flatten().count();
         if let Some(f) = foreign {
             // Another application's data at one of the lock's keys: no lock here. Whatever
@@ -286,31 +304,9 @@ impl Rounds for Redlock {
                 });
             }
         }
-        // Failed: undo before anyone retries, on every master that granted or did not answer
-        // (its reply may have been lost) — not where someone else held the lock when the round
-        // ran, which has no key of ours (a grant it hands us since is drawn above the counter
-        // `seen` keeps for it, and counts). An undo also removes any grant a holder's release
-        // handed us meanwhile (the key then holds our token), so no grant drawn so far on an
-        // undone master may count: `seen` knows no counter there until the next round.
-        let undo_on: Vec<bool> = held.iter().map(|h| !h).collect();
-        if undo_on.contains(&true) {
-            self.undo(keys, token, t, &undo_on).await;
-            for (s, _) in seen.iter_mut().zip(&undo_on).filter(|(_, &u)| u) {
-                *s = u64::MAX;
-            }
-        }
+        self.undo_failed(keys, token, t, &held, &mut seen).await;
         if answered < quorum {
-            tracing::warn!(backend = %self.label, name, answered, masters = self.nodes.len(), quorum, "Redlock round missed quorum: too few masters answered");
-            return Err(LockError::unavailable(
-                &self.label,
-                Some(name),
-                format!(
-                    "only {answered} of {} masters answered; a quorum of {quorum} is needed{}",
-                    self.nodes.len(),
-                    last_err.map_or_else(String::new, |e| format!(" (last error: {e})"))
-                ),
-                None,
-            ));
+            return Err(self.too_few(name, answered, last_err));
         }
         if grants > 0 {
             tracing::debug!(backend = %self.label, name, grants, quorum, elapsed = ?started.elapsed(), "Redlock round missed quorum (split vote, or validity ran out); undone");
@@ -323,6 +319,76 @@ impl Rounds for Redlock {
             partial: grants > 0 && held.iter().filter(|&&h| h).count() < quorum,
             seen,
         })
+    }
+}
+
+/// What the masters answered one round.
+struct Tally {
+    /// Per master: the token it drew if it granted.
+    granted: Vec<Option<u64>>,
+    /// The counters of the masters that answered without granting.
+    counters: Vec<u64>,
+    /// Per master: the counter the round left there (no answer: none known, `u64::MAX`).
+    seen: Vec<u64>,
+    /// Per master: it answered that someone else holds the lock (no key of ours to undo there).
+    held: Vec<bool>,
+    /// The shortest remaining lease among the masters that hold it for someone else
+    /// (`i64::MAX`: none).
+    pttl: i64,
+    /// How many masters answered at all.
+    answered: usize,
+    last_err: Option<redis::RedisError>,
+    /// Another application's data at one of the lock's keys, on some master.
+    foreign: Option<Foreign>,
+}
+
+impl Tally {
+    fn of(
+        results: Vec<Option<Result<redis::RedisResult<Attempt>, tokio::time::error::Elapsed>>>,
+        nodes: &[Node],
+        label: &str,
+        name: &str,
+        t: Duration,
+    ) -> Tally {
+        let n = nodes.len();
+        let mut tally = Tally {
+            granted: vec![None; n],
+            counters: Vec::new(),
+            seen: vec![u64::MAX; n],
+            held: vec![false; n],
+            pttl: i64::MAX,
+            answered: 0,
+            last_err: None,
+            foreign: None,
+        };
+        for (i, (r, node)) in results.into_iter().zip(nodes).enumerate() {
+            // Not waited for: it is stalled.
+            let Some(r) = r else { continue };
+            tally.answered += usize::from(matches!(r, Ok(Ok(_))));
+            match r {
+                Ok(Ok(Attempt::Acquired { token })) => tally.granted[i] = Some(token),
+                // The shortest remaining lease among the masters that have one (a master
+                // without the key, or one that never expires it, says nothing about when the
+                // holder's quorum runs out).
+                Ok(Ok(Attempt::Held { pttl_ms, counter })) => {
+                    tally.pttl = shortest_pttl(tally.pttl, pttl_ms);
+                    tally.counters.push(counter);
+                    tally.seen[i] = counter;
+                    tally.held[i] = true;
+                }
+                Ok(Ok(Attempt::Foreign(f))) => tally.foreign = Some(f),
+                // Redlock takes no `replicas=` (RedisConfig::validate): never seen here.
+                Ok(Ok(Attempt::Unacknowledged { .. })) => {}
+                Ok(Err(e)) => {
+                    tracing::debug!(backend = %label, server = %node.addr(), name, error = %e, "Redlock master failed the acquire round");
+                    tally.last_err = Some(e);
+                }
+                Err(_) => {
+                    tracing::debug!(backend = %label, server = %node.addr(), name, timeout = ?t, "Redlock master did not answer the acquire round in time");
+                }
+            }
+        }
+        tally
     }
 }
 

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use distlock_core::backend::wait::random_up_to;
-use distlock_core::LockError;
+use distlock_core::{BoxError, LockError};
 
 /// What a failed statement means for a lock operation.
 #[derive(Debug)]
@@ -75,88 +75,77 @@ fn is_lock_wait(msg: &str) -> bool {
         || msg.contains("could not obtain lock")
 }
 
-/// Maps a sqlx error: connection-level failures → `Unavailable`, the rest → `Backend`.
+/// Maps a sqlx error: connection-level failures → `Unavailable`, refusals a user fixes in the
+/// configuration (credentials, grants, the database name, TLS) → `InvalidConfig`, the rest →
+/// `Backend`.
 pub(crate) fn map(err: sqlx::Error, backend: &str, name: Option<&str>) -> LockError {
     if let Some(tls) = tls_failure(&err) {
         return LockError::invalid_config(format!(
             "{backend}: the TLS handshake failed: {tls}; check sslrootcert= / ssl-ca= (the CA that signed the server's certificate) and that the URL's host is a name on that certificate"
         ));
     }
-    match err {
+    if let Some(refused) = refusal(&err, backend) {
+        return refused;
+    }
+    let unreachable = match &err {
         sqlx::Error::Io(_)
         | sqlx::Error::Tls(_)
         | sqlx::Error::PoolTimedOut
         | sqlx::Error::PoolClosed
         | sqlx::Error::WorkerCrashed
-        | sqlx::Error::Protocol(_) => LockError::unavailable(
-            backend,
-            name,
-            format!("cannot reach the database: {err}"),
-            Some(Box::new(err) as distlock_core::BoxError),
-        ),
-        sqlx::Error::Database(ref db) if db.code().is_some_and(|c| is_connection_code(&c)) => {
-            LockError::unavailable(
-                backend,
-                name,
-                format!("database connection failed: {err}"),
-                Some(Box::new(err) as distlock_core::BoxError),
-            )
-        }
-        // SQLite could not open the file (missing directory, permissions): the store is unreachable.
-        sqlx::Error::Database(ref db) if db.code().is_some_and(|c| c == "14") => {
-            LockError::unavailable(
-                backend,
-                name,
-                format!("cannot open the SQLite database file: {}", db.message()),
-                Some(Box::new(err) as distlock_core::BoxError),
-            )
-        }
-        sqlx::Error::Database(ref db)
-            if db
-                .code()
-                .is_some_and(|c| c.starts_with("28") || c == "1045") =>
-        {
-            LockError::invalid_config(format!(
-                "{backend}: the database refused the credentials: {}",
+        | sqlx::Error::Protocol(_) => Some(format!("cannot reach the database: {err}")),
+        sqlx::Error::Database(db) => match db.code().as_deref() {
+            Some(c) if is_connection_code(c) => Some(format!("database connection failed: {err}")),
+            // SQLite could not open the file (missing directory, permissions).
+            Some("14") => Some(format!(
+                "cannot open the SQLite database file: {}",
                 db.message()
-            ))
-        }
-        // PostgreSQL 42501 insufficient_privilege; MySQL 1142 / 1044 (command / database
-        // access denied): a fixable grant, not a store failure.
-        sqlx::Error::Database(ref db)
-            if db
-                .code()
-                .is_some_and(|c| c == "42501" || c == "1142" || c == "1044" || c == "42000")
-                && (db.message().contains("permission denied")
-                    || db.message().contains("denied to user")
-                    || (db.message().contains("Access denied for user")
-                        && db.message().contains("to database"))) =>
-        {
-            LockError::invalid_config(format!(
-                "{backend}: the database user lacks a privilege the lock needs: {}; it needs \
-                 SELECT, INSERT, UPDATE and DELETE on the lock tables (and on PostgreSQL \
-                 USAGE on the for_update sequence), plus CREATE once if the tables do not \
-                 exist yet",
-                db.message()
-            ))
-        }
-        // PostgreSQL 3D000 / MySQL 1049 ("Unknown database"): the URL names a database the server does not have.
-        sqlx::Error::Database(ref db)
-            if db.code().is_some_and(|c| c == "3D000")
-                || db.message().starts_with("Unknown database") =>
-        {
-            LockError::invalid_config(format!(
-                "{backend}: {}; create it or fix the database name in the URL",
-                db.message()
-            ))
-        }
-        other => LockError::backend(
-            backend,
-            name,
-            format!("database error: {other}"),
-            Some(Box::new(other) as distlock_core::BoxError),
-        ),
+            )),
+            _ => None,
+        },
+        _ => None,
+    };
+    match unreachable {
+        Some(why) => LockError::unavailable(backend, name, why, Some(Box::new(err) as BoxError)),
+        None => other(err, backend, name),
     }
+}
+
+fn other(err: sqlx::Error, backend: &str, name: Option<&str>) -> LockError {
+    LockError::backend(
+        backend,
+        name,
+        format!("database error: {err}"),
+        Some(Box::new(err) as BoxError),
+    )
+}
+
+/// A database's refusal that a user fixes in the configuration: credentials (PostgreSQL 28xxx,
+/// MySQL 1045), a missing privilege (PostgreSQL 42501, MySQL 1142 / 1044 / 42000 with "denied"),
+/// an unknown database (PostgreSQL 3D000, MySQL "Unknown database").
+fn refusal(err: &sqlx::Error, backend: &str) -> Option<LockError> {
+    let sqlx::Error::Database(db) = err else {
+        return None;
+    };
+    let (code, msg) = (db.code().unwrap_or_default(), db.message());
+    let why = if code.starts_with("28") || code == "1045" {
+        format!("the database refused the credentials: {msg}")
+    } else if matches!(&*code, "42501" | "1142" | "1044" | "42000")
+        && (msg.contains("permission denied")
+            || msg.contains("denied to user")
+            || (msg.contains("Access denied for user") && msg.contains("to database")))
+    {
+        format!(
+            "the database user lacks a privilege the lock needs: {msg}; it needs SELECT, \
+             INSERT, UPDATE and DELETE on the lock tables (and on PostgreSQL USAGE on the \
+             for_update sequence), plus CREATE once if the tables do not exist yet"
+        )
+    } else if code == "3D000" || msg.starts_with("Unknown database") {
+        format!("{msg}; create it or fix the database name in the URL")
+    } else {
+        return None;
+    };
+    Some(LockError::invalid_config(format!("{backend}: {why}")))
 }
 
 /// Whether an error means the connection itself is gone (the database then releases

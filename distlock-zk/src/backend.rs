@@ -75,6 +75,15 @@ enum Woke {
     Retired,
 }
 
+/// The children of `dir`, listed behind a `sync`, pipelined: the list is answered only after
+/// the leader has seen the sync, so a guard's validity can count from before it (see
+/// `leader_validity`) at the cost of one follower-leader hop per handoff.
+async fn relist(client: &Client, dir: &str) -> Result<Vec<String>, zookeeper_client::Error> {
+    let (synced, listed) = tokio::join!(client.sync(dir), client.get_children(dir));
+    synced?;
+    Ok(listed?.0)
+}
+
 async fn fired_within(watcher: OneshotWatcher, deadline: &Deadline, retired: &LostSignal) -> Woke {
     // In its own task: zookeeper-client panics in `changed()` if the session goes away
     // mid-wait; a failed task is just another wake-up here (the caller re-lists next).
@@ -390,27 +399,7 @@ impl ZkLock {
         let mut confirmed_at = Instant::now();
         let (ours, czxid, mut children) = self.create_contender(&mine, name).await?;
         loop {
-            // A node of ours other than our contender (a create whose reply was lost, committed
-            // late) is never waited on, and goes.
-            let (strays, others): (Vec<String>, Vec<String>) = kind
-                .sorted(children)
-                .into_iter()
-                .partition(|c| *c != ours && mine.is_ours(c));
-            for stray in &strays {
-                tracing::debug!(backend = %self.label, name, node = %stray, "deleting a leftover node of ours (a create whose reply was lost)");
-                mine.delete_child(stray)
-                    .await
-                    .map_err(|e| map(e, &self.label, Some(name)))?;
-            }
-            let sorted = others;
-            let Some(idx) = sorted.iter().position(|c| *c == ours) else {
-                return Err(LockError::unavailable(
-                    &self.label,
-                    Some(name),
-                    "our lock node vanished (session expired?); retry",
-                    None,
-                ));
-            };
+            let (sorted, idx) = self.our_place(&mine, &ours, kind, children, name).await?;
             let watcher = match kind.turn(&sorted, idx, max_leases) {
                 Turn::Ours => {
                     let token = czxid as u64;
@@ -425,24 +414,11 @@ impl ZkLock {
                     return Ok(None);
                 }
 
-                // Watch only the node we wait for: one notification per handoff, however
-                // many wait.
-                Turn::After(i) => {
+                turn => {
                     distlock_core::backend::handoff::waited();
-                    let (stat, watcher) = client
-                        .check_and_watch_stat(&format!("{dir}/{}", sorted[i]))
+                    self.watch_turn(&client, &dir, turn, &sorted, kind, max_leases)
                         .await
-                        .map_err(|e| map(e, &self.label, Some(name)))?;
-                    stat.map(|_| watcher)
-                }
-                // Only the semaphore's admitter (the holder of its internal mutex) waits here.
-                Turn::Count => {
-                    distlock_core::backend::handoff::waited();
-                    let (kids, _, watcher) = client
-                        .get_and_watch_children(&dir)
-                        .await
-                        .map_err(|e| map(e, &self.label, Some(name)))?;
-                    (kind.sorted(kids).len() > max_leases).then_some(watcher)
+                        .map_err(|e| map(e, &self.label, Some(name)))?
                 }
             };
             if let Some(watcher) = watcher {
@@ -466,16 +442,71 @@ impl ZkLock {
                 }
                 self.watch_events.fetch_add(1, Ordering::SeqCst);
             }
-            // Re-list behind a `sync`, pipelined: the list is answered only after the leader
-            // has seen the sync, so the guard's validity can count from here (see
-            // `leader_validity`) at the cost of one follower-leader hop per handoff.
+            // Re-listed behind a `sync`: the guard's validity can count from here.
             confirmed_at = Instant::now();
-            let synced = client.sync(&dir);
-            let listed = client.get_children(&dir);
-            let (synced, listed) = tokio::join!(synced, listed);
-            synced.map_err(|e| map(e, &self.label, Some(name)))?;
-            children = listed.map_err(|e| map(e, &self.label, Some(name)))?.0;
+            children = relist(&client, &dir)
+                .await
+                .map_err(|e| map(e, &self.label, Some(name)))?;
         }
+    }
+
+    /// The contenders of `children` in turn order, and our place among them. A node of ours
+    /// other than our contender `ours` (a create whose reply was lost, committed late) is never
+    /// waited on, and goes.
+    async fn our_place(
+        &self,
+        mine: &Contender,
+        ours: &str,
+        kind: NodeKind,
+        children: Vec<String>,
+        name: &str,
+    ) -> Result<(Vec<String>, usize), LockError> {
+        let (strays, sorted): (Vec<String>, Vec<String>) = kind
+            .sorted(children)
+            .into_iter()
+            .partition(|c| c != ours && mine.is_ours(c));
+        for stray in &strays {
+            tracing::debug!(backend = %self.label, name, node = %stray, "deleting a leftover node of ours (a create whose reply was lost)");
+            mine.delete_child(stray)
+                .await
+                .map_err(|e| map(e, &self.label, Some(name)))?;
+        }
+        match sorted.iter().position(|c| c == ours) {
+            Some(idx) => Ok((sorted, idx)),
+            None => Err(LockError::unavailable(
+                &self.label,
+                Some(name),
+                "our lock node vanished (session expired?); retry",
+                None,
+            )),
+        }
+    }
+
+    /// A watch on what our `turn` waits for, or `None` when it is over already: the one node
+    /// we wait behind (one notification per handoff, however many wait), or, for the
+    /// semaphore's admitter (the holder of its internal mutex), the directory's children.
+    async fn watch_turn(
+        &self,
+        client: &Client,
+        dir: &str,
+        turn: Turn,
+        sorted: &[String],
+        kind: NodeKind,
+        max_leases: usize,
+    ) -> Result<Option<OneshotWatcher>, zookeeper_client::Error> {
+        Ok(match turn {
+            Turn::After(i) => {
+                let (stat, watcher) = client
+                    .check_and_watch_stat(&format!("{dir}/{}", sorted[i]))
+                    .await?;
+                stat.map(|_| watcher)
+            }
+            Turn::Count => {
+                let (kids, _, watcher) = client.get_and_watch_children(dir).await?;
+                (kind.sorted(kids).len() > max_leases).then_some(watcher)
+            }
+            Turn::Ours => None,
+        })
     }
 
     /// The guard for our contender `ours`. Through [`GuardParts::start`], a guard whose

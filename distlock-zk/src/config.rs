@@ -122,16 +122,10 @@ impl ZkConfig {
         }
         let mut p = u.params();
         let password =
-            credentials::take_password(&mut p, u.password.clone()).map_err(|e| match e {
-                LockError::InvalidConfig(m) => {
-                    LockError::invalid_config(format!("{m} (in {:?})", u.redacted()))
-                }
-                other => other,
-            })?;
+            credentials::take_password(&mut p, u.password.clone()).map_err(|e| u.in_context(e))?;
         if u.user.is_some() != password.is_some() {
-            return Err(LockError::invalid_config(format!(
-                "{:?}: ZooKeeper digest authentication needs both a user and a password",
-                u.redacted()
+            return Err(u.in_context(LockError::invalid_config(
+                "ZooKeeper digest authentication needs both a user and a password",
             )));
         }
         cfg.user = u.user.clone();
@@ -145,26 +139,8 @@ impl ZkConfig {
         if let Some(b) = p.take("base") {
             cfg.base = b;
         }
-        let in_url = |e: LockError| match e {
-            LockError::InvalidConfig(m) => {
-                LockError::invalid_config(format!("{m} (in {:?})", u.redacted()))
-            }
-            other => other,
-        };
-        cfg.tls = match (tls_scheme, TlsFiles::take(&mut p).map_err(in_url)?) {
-            (true, Some(files)) if files.ca.is_some() => Some(files),
-            (true, _) => {
-                return Err(in_url(LockError::invalid_config(
-                    "zks:// needs ca= (the CA that signed the servers' certificates)",
-                )))
-            }
-            (false, Some(_)) => {
-                return Err(in_url(LockError::invalid_config(
-                    "ca=, cert= and key= are for TLS: use zks://",
-                )))
-            }
-            (false, None) => None,
-        };
+        let files = TlsFiles::take(&mut p).map_err(|e| u.in_context(e))?;
+        cfg.tls = tls(tls_scheme, files).map_err(|e| u.in_context(e))?;
         p.finish(KNOWN_PARAMS)?;
         if cfg.session_timeout < Duration::from_millis(500) {
             return Err(LockError::invalid_config(format!(
@@ -173,31 +149,27 @@ impl ZkConfig {
                 u.redacted()
             )));
         }
-        crate::path::validate_absolute(&cfg.base)
+        cfg.check_paths().map_err(|e| u.in_context(e))?;
+        Ok(cfg)
+    }
+
+    /// Checks `base` (absolute, no element shaped like a contender node) and the chroot.
+    fn check_paths(&self) -> Result<(), LockError> {
+        crate::path::validate_absolute(&self.base)
             .and_then(|()| {
-                if cfg.base.split('/').any(|s| crate::path::sequence_of(s).is_some()) {
+                if self.base.split('/').any(|s| crate::path::sequence_of(s).is_some()) {
                     Err("a path element is shaped like a lock contender node (`lock-` and 10 digits)")
                 } else {
                     Ok(())
                 }
             })
-            .map_err(|why| {
-                LockError::invalid_config(format!(
-                    "base {:?} in {:?}: {why}",
-                    cfg.base,
-                    u.redacted()
-                ))
-            })?;
-        if !cfg.chroot.is_empty() {
-            crate::path::validate_absolute(&cfg.chroot).map_err(|why| {
-                LockError::invalid_config(format!(
-                    "chroot {:?} in {:?}: {why}",
-                    cfg.chroot,
-                    u.redacted()
-                ))
+            .map_err(|why| LockError::invalid_config(format!("base {:?}: {why}", self.base)))?;
+        if !self.chroot.is_empty() {
+            crate::path::validate_absolute(&self.chroot).map_err(|why| {
+                LockError::invalid_config(format!("chroot {:?}: {why}", self.chroot))
             })?;
         }
-        Ok(cfg)
+        Ok(())
     }
 
     /// How long a held guard stays valid after each check through the leader: a third of the
@@ -230,6 +202,20 @@ impl ZkConfig {
     pub(crate) fn connect_string(&self) -> String {
         let hosts: Vec<String> = self.hosts.iter().map(|h| h.to_string()).collect();
         format!("{}{}", hosts.join(","), self.chroot)
+    }
+}
+
+/// The TLS files of a `zks://` URL (`ca=` required); none for `zk://`, which refuses them.
+fn tls(tls_scheme: bool, files: Option<TlsFiles>) -> Result<Option<TlsFiles>, LockError> {
+    match (tls_scheme, files) {
+        (true, Some(files)) if files.ca.is_some() => Ok(Some(files)),
+        (true, _) => Err(LockError::invalid_config(
+            "zks:// needs ca= (the CA that signed the servers' certificates)",
+        )),
+        (false, Some(_)) => Err(LockError::invalid_config(
+            "ca=, cert= and key= are for TLS: use zks://",
+        )),
+        (false, None) => Ok(None),
     }
 }
 

@@ -161,6 +161,17 @@ impl DistlockUrl {
         &self.redacted
     }
 
+    /// `e` naming this URL (redacted) when it is an [`LockError::InvalidConfig`]: a store's
+    /// own checks of a URL's parts say which URL they refused.
+    pub fn in_context(&self, e: LockError) -> LockError {
+        match e {
+            LockError::InvalidConfig(m) => {
+                LockError::invalid_config(format!("{m} (in {:?})", self.redacted))
+            }
+            other => other,
+        }
+    }
+
     /// The query as [`Params`] to consume one by one.
     pub fn params(&self) -> Params {
         Params {

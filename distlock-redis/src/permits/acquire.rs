@@ -4,7 +4,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use distlock_core::backend::wait::random_up_to;
 use distlock_core::backend::{handoff, CleanupOnDrop, Deadline, GuardParts};
 use distlock_core::{AcquireOptions, LockError, LockGuard};
 use tokio::time::Instant;
@@ -12,7 +11,7 @@ use tokio::time::Instant;
 use super::calls::{self, Granted};
 use super::keys::PermitKeys;
 use super::lease::PermitLease;
-use crate::acquire::{HEARTBEAT, WAITER_TTL};
+use crate::acquire::{nap, WAITER_TTL};
 use crate::error::map;
 use crate::node::Node;
 use crate::subscriber::{Subscriber, Waiting};
@@ -73,51 +72,29 @@ pub(crate) async fn acquire(
             }
         };
         let first_expiry_ms = match granted {
-            Granted::Yes(token) => {
-                let lease = PermitLease {
-                    node: node.clone(),
-                    keys: req.keys.clone(),
-                    member: req.member.clone(),
-                    name: req.name.to_owned(),
-                    label: req.label.to_owned(),
-                    timeout: req.timeout,
-                };
-                let (name, label, lease) = (req.name, req.label, Arc::new(lease));
-                let started =
-                    GuardParts::leased(name, label, token, opts, started, opts.ttl, lease)
-                        .start()
-                        .await;
-                match started {
-                    Ok(g) => {
-                        armed.disarm();
-                        return Ok(Some(g));
-                    }
-                    // The reply came too late to be useful: try again while the wait allows.
-                    Err(_) if !try_only && !deadline.expired() => continue,
-                    Err(e) => {
-                        armed.run_now().await;
-                        return Err(e);
-                    }
+            Granted::Yes(token) => match admitted(node, &req, token, opts, started).await {
+                Ok(g) => {
+                    armed.disarm();
+                    return Ok(Some(g));
                 }
-            }
+                // The reply came too late to be useful: try again while the wait allows.
+                Err(_) if !try_only && !deadline.expired() => continue,
+                Err(e) => {
+                    armed.run_now().await;
+                    return Err(e);
+                }
+            },
+            Granted::No { first_expiry_ms } => first_expiry_ms,
             Granted::OtherCount(have) => {
                 armed.run_now().await;
-                return Err(distlock_core::semaphore::other_count(
-                    req.name,
-                    have,
-                    req.max.unwrap_or(0),
-                ));
+                let max = req.max.unwrap_or(0);
+                return Err(distlock_core::semaphore::other_count(req.name, have, max));
             }
             Granted::Foreign(f) => {
                 armed.run_now().await;
-                return Err(LockError::backend(
-                    req.label,
-                    Some(req.name),
-                    f.describe_as(req.keys.role(&f.key)),
-                    None,
-                ));
+                let what = f.describe_as(req.keys.role(&f.key));
+                return Err(LockError::backend(req.label, Some(req.name), what, None));
             }
-            Granted::No { first_expiry_ms } => first_expiry_ms,
         };
         handoff::waited();
         if try_only {
@@ -138,15 +115,39 @@ pub(crate) async fn acquire(
             );
             continue;
         };
-        let nap = if first_expiry_ms >= 0 {
-            (Duration::from_millis(first_expiry_ms as u64) + random_up_to(Duration::from_millis(3)))
-                .min(HEARTBEAT)
-        } else {
-            HEARTBEAT
-        };
+        let nap = nap(first_expiry_ms, false);
         tokio::select! {
             _ = w.wake.notify.notified() => {}
             _ = deadline.sleep(nap) => {}
         }
     }
+}
+
+/// The guard of an admitted member.
+async fn admitted(
+    node: &Node,
+    req: &Request<'_>,
+    token: u64,
+    opts: &AcquireOptions,
+    started: Instant,
+) -> Result<LockGuard, LockError> {
+    let lease = PermitLease {
+        node: node.clone(),
+        keys: req.keys.clone(),
+        member: req.member.clone(),
+        name: req.name.to_owned(),
+        label: req.label.to_owned(),
+        timeout: req.timeout,
+    };
+    GuardParts::leased(
+        req.name,
+        req.label,
+        token,
+        opts,
+        started,
+        opts.ttl,
+        Arc::new(lease),
+    )
+    .start()
+    .await
 }
