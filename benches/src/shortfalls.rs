@@ -249,18 +249,11 @@ mod tests {
         assert!(named > 10, "{named}");
     }
 
-    /// Every miss of the README's run (a4f88ee) and of the two runs on the slower machine after
-    /// it has a cause.
+    /// Every miss of the README's run (a4f88ee) has a cause.
     #[test]
-    fn every_miss_of_the_recorded_full_runs_is_explained() {
-        let runs = [
-            include_str!("../../docs/bench/report-all.md"),
-            include_str!("../../docs/bench/report-all-18.md"),
-            include_str!("../../docs/bench/report-all-19.md"),
-        ];
-        let misses: Vec<String> = runs
-            .iter()
-            .flat_map(|run| run.lines())
+    fn every_miss_of_the_recorded_full_run_is_explained() {
+        let misses: Vec<String> = include_str!("../../docs/bench/report-all.md")
+            .lines()
             .filter(|l| l.starts_with("- ") && l.contains("MISSES"))
             .map(str::to_owned)
             .collect();
