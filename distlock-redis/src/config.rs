@@ -210,9 +210,11 @@ impl RedisConfig {
         let eviction = match p.take("eviction").as_deref() {
             None | Some("refuse") => EvictionCheck::Refuse,
             Some("warn") => EvictionCheck::Warn,
-            Some(other) => return Err(in_context(LockError::invalid_config(format!(
+            Some(other) => {
+                return Err(in_context(LockError::invalid_config(format!(
                 "parameter `eviction={other}`: use eviction=refuse (the default) or eviction=warn"
-            )))),
+            ))))
+            }
         };
         let password =
             credentials::take_password(&mut p, u.password.clone()).map_err(in_context)?;

@@ -6,17 +6,14 @@
 //! A release's payload names the head of the name's queue across processes (`<member>/<name>`,
 //! the member empty when nobody is queued; `statements/postgres.rs`), so only that waiter
 //! tries at once: every waiting process trying after every release cost ~13 statements per
-//! handoff with 8 processes, of which one could win. A payload without a member prefix (a
-//! client of an older version) wakes every waiter of the name, as before.
+//! handoff with 8 processes, of which one could win.
 //!
 //! And only the head's process hears it: a member made by [`Wakeups::member`] starts with the
 //! listener's tag (16 hex digits, then the 32 of the acquisition's own token), and a release
 //! whose head has such a member notifies `distlock_w_<tag>`, which only that listener listens
 //! on, instead of the table's channel, which every waiting process listens on (8 processes
 //! each woke for every release, to find it named another). The table's channel still carries
-//! the rest: "nobody queued", and every release by a client of an older version (which notifies
-//! only there, naming heads of any kind); a head of an older version (a 32-digit member) is
-//! notified there too.
+//! "nobody queued".
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -115,49 +112,28 @@ struct Release<'a> {
     name: &'a str,
 }
 
-/// Reads a release payload: `<head>/<name>`, or `<head>=<token>/<name>` for a grant (the head
-/// then a member of this version, [`GRANTABLE_MEMBER`]), or a bare name (a client of an older
-/// version).
+/// Reads a release payload: `<head>/<name>` (the head a member made by [`Wakeups::member`], or
+/// empty when nobody is queued), or `<head>=<token>/<name>` for a grant; `None` for anything
+/// else (no client of ours sends it).
 #[cfg(any(feature = "postgres", test))]
-fn parse(payload: &str) -> Release<'_> {
-    let bare = Release {
-        head: "",
-        grant: None,
-        name: payload,
+fn parse(payload: &str) -> Option<Release<'_>> {
+    let (head, name) = payload.split_once('/')?;
+    let (head, grant) = match head.split_once(GRANT_MARK) {
+        Some((member, token)) => (member, Some(token.parse::<u64>().ok().filter(|&t| t > 0)?)),
+        None => (head, None),
     };
-    let Some((head, name)) = payload.split_once('/') else {
-        return bare;
-    };
-    match head.split_once(GRANT_MARK) {
-        Some((member, token)) if grantable(member) => match token.parse::<u64>() {
-            Ok(token) if token > 0 => Release {
-                head: member,
-                grant: Some(token),
-                name,
-            },
-            _ => bare,
-        },
-        Some(_) => bare,
-        None if head.is_empty()
-            || grantable(head)
-            || ((head.len() == 32 || head.len() == TAGGED_MEMBER) && hex(head)) =>
-        {
-            Release {
-                head,
-                grant: None,
-                name,
-            }
-        }
-        None => bare,
-    }
+    ((head.is_empty() && grant.is_none()) || grantable(head)).then_some(Release {
+        head,
+        grant,
+        name,
+    })
 }
 
 fn hex(h: &str) -> bool {
     h.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
-/// Whether `member` was made by [`Wakeups::member`] of this version: a release may grant it the
-/// lock ([`GRANTABLE_MEMBER`]).
+/// Whether `member` was made by [`Wakeups::member`]: a release may grant it the lock.
 pub(crate) fn grantable(member: &str) -> bool {
     member.len() == GRANTABLE_MEMBER
         && member.ends_with(GRANTABLE_MARK)
@@ -174,10 +150,8 @@ pub(crate) const TAG_LEN: usize = 16;
 /// (`statements/postgres.rs` tells a tagged member by this length).
 pub(crate) const TAGGED_MEMBER: usize = TAG_LEN + 32;
 
-/// The last character of a member made by [`Wakeups::member`]: it marks a waiter that takes a
-/// grant (`statements/postgres.rs`). Members of the version before grants were
-/// [`TAGGED_MEMBER`] hex digits long (their releases still notify them, on the table's channel,
-/// but never grant them the lock, which they would not know they hold).
+/// The last character of a member made by [`Wakeups::member`] (`statements/postgres.rs` tells
+/// a member from the empty head by its length).
 pub(crate) const GRANTABLE_MARK: char = 'g';
 
 /// How long a member made by [`Wakeups::member`] is: the tag, a token, [`GRANTABLE_MARK`].
@@ -404,7 +378,9 @@ async fn listen(url: &str, channels: &[String], waiters: &Waiters) -> Result<(),
         .await?;
     loop {
         let n = listener.recv().await?;
-        let release = parse(n.payload());
+        let Some(release) = parse(n.payload()) else {
+            continue;
+        };
         let signal = waiters
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -420,22 +396,19 @@ async fn listen(url: &str, channels: &[String], waiters: &Waiters) -> Result<(),
 mod tests {
     use super::{parse, Release};
 
-    fn read(payload: &str) -> (&str, Option<u64>, &str) {
-        let Release { head, grant, name } = parse(payload);
-        (head, grant, name)
+    fn read(payload: &str) -> Option<(&str, Option<u64>, &str)> {
+        let Release { head, grant, name } = parse(payload)?;
+        Some((head, grant, name))
     }
 
     #[test]
     fn payloads_name_the_head_and_the_lock() {
-        let m = "0123456789abcdef0123456789abcdef";
-        assert_eq!(read(&format!("{m}/a/b")), (m, None, "a/b"));
-        assert_eq!(read("/a/b"), ("", None, "a/b"));
-        // A member tagged with its listener's channel.
-        let tagged = format!("fedcba9876543210{m}");
-        assert_eq!(read(&format!("{tagged}/a")), (tagged.as_str(), None, "a"));
-        // An older client's payload is the bare name, slashes and all.
-        assert_eq!(read("jobs/nightly"), ("", None, "jobs/nightly"));
-        assert_eq!(read("plain"), ("", None, "plain"));
+        let m = "fedcba98765432100123456789abcdef0123456789abcdefg";
+        assert_eq!(read(&format!("{m}/a/b")), Some((m, None, "a/b")));
+        assert_eq!(read("/a/b"), Some(("", None, "a/b")));
+        // No client of ours sends a bare name, or names a head it did not make.
+        assert_eq!(read("plain"), None);
+        assert_eq!(read("0123456789abcdef0123456789abcdef/a"), None);
     }
 
     #[test]
@@ -443,19 +416,20 @@ mod tests {
         let tagged = "fedcba98765432100123456789abcdef0123456789abcdefg";
         assert_eq!(
             read(&format!("{tagged}=42/jobs/nightly")),
-            (tagged, Some(42), "jobs/nightly")
+            Some((tagged, Some(42), "jobs/nightly"))
         );
-        assert_eq!(read(&format!("{tagged}/a")), (tagged, None, "a"));
-        // Only a member of this version with a positive token is a grant; anything else is a
-        // bare name.
+        assert_eq!(read(&format!("{tagged}/a")), Some((tagged, None, "a")));
+        // Only a member made by `Wakeups::member` with a positive token is a grant; anything
+        // else is refused.
         for odd in [
             format!("{tagged}=0/a"),
             format!("{tagged}=x/a"),
             format!("{tagged}=/a"),
             format!("{}=7/a", &tagged[..48]),
             "0123456789abcdef0123456789abcdef=7/a".to_owned(),
+            "=7/a".to_owned(),
         ] {
-            assert_eq!(read(&odd), ("", None, odd.as_str()), "{odd}");
+            assert_eq!(read(&odd), None, "{odd}");
         }
     }
 

@@ -263,11 +263,11 @@ async fn a_granted_holders_place_leaves_with_the_grant_or_its_release() {
     );
 }
 
-/// Heads of the versions before grants — an untagged member (32 hex digits) and a tagged one
-/// without the grant mark (48) — are woken and take the lock themselves; the row is deleted,
-/// not handed to them (they would not know they hold it).
+/// A head whose member no listener made — untagged (32 hex digits) or without the grant mark
+/// (48), as foreign rows or a hand-edited queue could hold — is woken, never granted: the row is
+/// deleted, not handed to a waiter that would not know it holds it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_head_of_an_older_version_is_not_granted() {
+async fn a_head_no_listener_made_is_not_granted() {
     let url = postgres_url();
     let admin = connect_or_explain(&url).await;
     let t = admin.config().table.clone();

@@ -133,15 +133,14 @@ async fn a_release_notifies_only_the_listener_of_the_head() {
     g.release().await.unwrap();
 }
 
-/// Clients of an older version name 32-digit members and listen on the table's channel only:
-/// a release whose head is one of theirs notifies that channel, and this version's listener
-/// listens there too (an older client's release notifies only there).
+/// The listener also listens on the table's channel, which carries the releases that name no
+/// head ("nobody queued").
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_older_clients_head_and_release_use_the_table_channel() {
+async fn the_listener_also_listens_on_the_table_channel() {
     sqlx::any::install_default_drivers();
     let table = format!("listen_{}", &distlock_core::backend::owner_token()[..8]);
     let app = format!(
-        "distlock-old-{}",
+        "distlock-listen-{}",
         &distlock_core::backend::owner_token()[..8]
     );
     let url = format!(
@@ -153,8 +152,7 @@ async fn an_older_clients_head_and_release_use_the_table_channel() {
         Arc::new(connect_or_explain(&url).await),
     );
     let table_channel = format!("distlock_{table}");
-    // This version's listener (started by a wait) listens on the table's channel.
-    let name = format!("old-{}", &distlock_core::backend::owner_token()[..8]);
+    let name = format!("listen-{}", &distlock_core::backend::owner_token()[..8]);
     let (held, task) = waiting_behind(&holder, &waiter, &name).await;
     let admin = sqlx::AnyPool::connect(&postgres_url()).await.unwrap();
     let listens: i64 = sqlx::query_scalar(
@@ -168,26 +166,4 @@ async fn an_older_clients_head_and_release_use_the_table_channel() {
     assert_eq!(listens, 1, "the listener should listen on {table_channel}");
     held.release().await.unwrap();
     served(task).await.release().await.unwrap();
-    // An older client's waiter heads the queue: the release notifies the table's channel.
-    let held = holder.acquire(&name, &AcquireOptions::new()).await.unwrap();
-    let old_member = distlock_core::backend::owner_token();
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "INSERT INTO {table}_waitq (name, member, expires_at) \
-         VALUES ($1, $2, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT + 10000)"
-    )))
-    .bind(&name)
-    .bind(&old_member)
-    .execute(&admin)
-    .await
-    .unwrap();
-    let mut ear = sqlx::postgres::PgListener::connect(&postgres_url())
-        .await
-        .unwrap();
-    ear.listen(&table_channel).await.unwrap();
-    held.release().await.unwrap();
-    let n = tokio::time::timeout(Duration::from_secs(5), ear.recv())
-        .await
-        .expect("the release notified nobody on the table's channel")
-        .unwrap();
-    assert_eq!(n.payload(), format!("{old_member}/{name}"));
 }

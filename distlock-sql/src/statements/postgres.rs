@@ -30,9 +30,8 @@ const OBJECT_EXISTS: &str = "SELECT CAST((to_regclass($1) IS NOT NULL)::int AS B
 /// payload)`, the payload being the live head of the name's queue across processes (its
 /// member, or empty when nobody is queued), `/`, the name — so only the head of the queue tries
 /// at once, instead of every waiting process (see `crate::notify`). The channel is the head's
-/// own listener's when its member carries one (`notify::TAGGED_MEMBER` digits: the tag, then
-/// a token; and this version's `notify::GRANTABLE_MARK`), so only its process hears it; the
-/// table's otherwise. `except` narrows the places
+/// own listener's when its member starts with one's tag (`notify::Wakeups::member`), so only
+/// its process hears it; the table's otherwise (nobody queued). `except` narrows the places
 /// looked at (a leaver's own, still visible in its statement); `rest` ends the `FROM`.
 pub(super) fn release_notify(t: &str, now: &str, except: &str, rest: &str) -> String {
     format!(
@@ -48,14 +47,11 @@ pub(super) fn release_notify(t: &str, now: &str, except: &str, rest: &str) -> St
 }
 
 /// The release (binds: name, owner, the member of the releasing process's waiter that stands
-/// next, or ''), which hands the lock straight to the queue's head when
-/// that head is a waiter of this version (a member `notify::GRANTABLE_MEMBER` long, tagged and
-/// marked):
-/// the row becomes the head's (owner = its member, lease = the rest of its place), the name's
+/// next, or ''), which hands the lock straight to the queue's head: the row becomes the head's (owner = its member, lease = the rest of its place), the name's
 /// token is bumped, and the notification on the head's own channel carries the grant
 /// (`<member>=<token>/<name>`, `crate::notify`), so the head holds the lock without another
-/// round trip. Otherwise (nobody queued, or an older client at the head) the row is deleted
-/// and the head named on the table's channel, as [`release_notify`] does. The granted head's place goes with
+/// round trip. Otherwise (nobody queued, or a head that takes no grant) the row is deleted and
+/// the head named on the table's channel, as [`release_notify`] does. The granted head's place goes with
 /// the grant (as a winning take's does), and the releaser's own, if it has one: a refresh
 /// of a head's place sent as the grant landed can bring the place back, and the holder's
 /// release then removes it, so it never outlives the hold. With no place queued at all, the
@@ -80,7 +76,8 @@ pub(super) fn release_notify(t: &str, now: &str, except: &str, rest: &str) -> St
 /// place: the other order could deadlock with a head taking an expired row as it was being
 /// released; and a release that owns no row (a departure's give-back) locks no place.
 fn granting_release(t: &str, now: &str) -> String {
-    // Only a member of this version takes a grant (`notify::grantable`).
+    // Only a member made by `notify::Wakeups::member` takes a grant (`notify::grantable`):
+    // anything else at the head (or a bound '') is woken instead.
     let tagged = crate::notify::GRANTABLE_MEMBER;
     let place_ttl = distlock_core::backend::WAITER_TTL.as_millis();
     format!(
