@@ -85,66 +85,55 @@ fn numbered(sql: &str) -> String {
     out
 }
 
-/// The statements for lock table `t` in dialect `d`.
-pub(crate) fn permits(d: Dialect, t: &str) -> PermitStatements {
-    let (now, name_type, for_update, ensure) = match d {
-        Dialect::Postgres => (
-            super::postgres::NOW_MS,
-            "TEXT",
-            " FOR UPDATE",
-            format!("INSERT INTO {t}_pgates (name, family, fence, arrivals) VALUES (?, ?, 0, 0) ON CONFLICT (name, family) DO NOTHING"),
-        ),
-        Dialect::MySql => (
-            super::mysql::NOW_MS,
-            "VARBINARY(1024)",
-            " FOR UPDATE",
-            format!("INSERT IGNORE INTO {t}_pgates (name, family, fence, arrivals) VALUES (?, ?, 0, 0)"),
-        ),
-        Dialect::Sqlite => (
-            super::sqlite::NOW_MS,
-            "TEXT",
-            "",
-            format!("INSERT OR IGNORE INTO {t}_pgates (name, family, fence, arrivals) VALUES (?, ?, 0, 0)"),
-        ),
-    };
+/// The permit tables of lock table `t` in dialect `d`, names of type `name_type`.
+fn schema(d: Dialect, t: &str, name_type: &str) -> Vec<Ddl> {
     let engine = if d == Dialect::MySql {
         " ENGINE=InnoDB"
     } else {
         ""
     };
-    let key = "name = ? AND family = ?";
-    let schema = vec![
-        Ddl::table(
-            format!("{t}_pgates"),
-            format!("CREATE TABLE IF NOT EXISTS {t}_pgates (name {name_type} NOT NULL, family VARCHAR(4) NOT NULL, fence BIGINT NOT NULL, max_count BIGINT, arrivals BIGINT NOT NULL, PRIMARY KEY (name, family)){engine}"),
-        ),
-        Ddl::table(
-            format!("{t}_permits"),
-            format!("CREATE TABLE IF NOT EXISTS {t}_permits (name {name_type} NOT NULL, family VARCHAR(4) NOT NULL, member VARCHAR(64) NOT NULL, kind VARCHAR(1) NOT NULL, expires_at BIGINT NOT NULL, PRIMARY KEY (name, family, member)){engine}"),
-        ),
-        Ddl::table(
-            format!("{t}_pqueue"),
-            format!("CREATE TABLE IF NOT EXISTS {t}_pqueue (name {name_type} NOT NULL, family VARCHAR(4) NOT NULL, member VARCHAR(64) NOT NULL, kind VARCHAR(1) NOT NULL, seq BIGINT NOT NULL, expires_at BIGINT NOT NULL, PRIMARY KEY (name, family, member)){engine}"),
-        ),
+    let tables = [
+        ("pgates", format!("CREATE TABLE IF NOT EXISTS {t}_pgates (name {name_type} NOT NULL, family VARCHAR(4) NOT NULL, fence BIGINT NOT NULL, max_count BIGINT, arrivals BIGINT NOT NULL, PRIMARY KEY (name, family)){engine}")),
+        ("permits", format!("CREATE TABLE IF NOT EXISTS {t}_permits (name {name_type} NOT NULL, family VARCHAR(4) NOT NULL, member VARCHAR(64) NOT NULL, kind VARCHAR(1) NOT NULL, expires_at BIGINT NOT NULL, PRIMARY KEY (name, family, member)){engine}")),
+        ("pqueue", format!("CREATE TABLE IF NOT EXISTS {t}_pqueue (name {name_type} NOT NULL, family VARCHAR(4) NOT NULL, member VARCHAR(64) NOT NULL, kind VARCHAR(1) NOT NULL, seq BIGINT NOT NULL, expires_at BIGINT NOT NULL, PRIMARY KEY (name, family, member)){engine}")),
     ];
+    tables
+        .into_iter()
+        .map(|(suffix, sql)| match d {
+            // SQLite has no privileges or metadata locks to step around: always run.
+            Dialect::Sqlite => Ddl { object: None, sql },
+            _ => Ddl::table(format!("{t}_{suffix}"), sql),
+        })
+        .collect()
+}
+
+/// Creates a name's gate row if it is missing.
+fn gate_ensure(d: Dialect, t: &str) -> String {
+    let columns = "(name, family, fence, arrivals) VALUES (?, ?, 0, 0)";
+    match d {
+        Dialect::Postgres => {
+            format!("INSERT INTO {t}_pgates {columns} ON CONFLICT (name, family) DO NOTHING")
+        }
+        Dialect::MySql => format!("INSERT IGNORE INTO {t}_pgates {columns}"),
+        Dialect::Sqlite => format!("INSERT OR IGNORE INTO {t}_pgates {columns}"),
+    }
+}
+
+/// The statements for lock table `t` in dialect `d`.
+pub(crate) fn permits(d: Dialect, t: &str) -> PermitStatements {
+    let (now, name_type, for_update) = match d {
+        Dialect::Postgres => (super::postgres::NOW_MS, "TEXT", " FOR UPDATE"),
+        Dialect::MySql => (super::mysql::NOW_MS, "VARBINARY(1024)", " FOR UPDATE"),
+        Dialect::Sqlite => (super::sqlite::NOW_MS, "TEXT", ""),
+    };
+    let key = "name = ? AND family = ?";
     let s = |sql: String| match d {
         Dialect::Postgres => numbered(&sql),
         _ => sql,
     };
-    let schema = match d {
-        // SQLite has no privileges or metadata locks to step around: always run.
-        Dialect::Sqlite => schema
-            .into_iter()
-            .map(|x| Ddl {
-                object: None,
-                sql: x.sql,
-            })
-            .collect(),
-        _ => schema,
-    };
     PermitStatements {
-        schema,
-        gate_ensure: s(ensure),
+        schema: schema(d, t, name_type),
+        gate_ensure: s(gate_ensure(d, t)),
         ensure_first: d == Dialect::Sqlite,
         gate_lock: s(format!(
             "SELECT fence, max_count, arrivals FROM {t}_pgates WHERE {key}{for_update}"

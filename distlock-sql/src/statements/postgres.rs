@@ -160,23 +160,9 @@ fn token_sequence(t: &str) -> Ddl {
 
 pub(crate) fn row(t: &str) -> RowStatements {
     let now = NOW_MS;
-    // `leave`: a data-modifying CTE run with the win (or "" for a caller without a place).
-    // `mine`: a further condition under which an existing row is taken over.
-    // `gate`: when the caller may insert (no live place ahead of it).
-    // `then`: more data-modifying CTEs (`leave`); `answer`: what the statement returns.
-    let acquire_then = |gate: String, then: &str, mine: &str, answer: &str| {
-        format!(
-            "WITH won AS (INSERT INTO {t} (name, owner, fence, expires_at) SELECT $1, $2, 0, {now} + $3 \
-             WHERE {gate} \
-             ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at \
-             WHERE {t}.expires_at <= {now}{mine} RETURNING name), \
-             bump AS (INSERT INTO {t}_fences (name, fence) SELECT name, 1 FROM won \
-             ON CONFLICT (name) DO UPDATE SET fence = {t}_fences.fence + 1 RETURNING fence){then} \
-             SELECT {answer}",
-        )
+    let acquire = |gate: String, leave: &str, mine: &str| {
+        acquire_then(t, &gate, leave, mine, "fence FROM bump")
     };
-    let acquire =
-        |gate: String, leave: &str, mine: &str| acquire_then(gate, leave, mine, "fence FROM bump");
     // The winner's place goes in the statement that wins (PostgreSQL runs every
     // data-modifying CTE to completion, read or not), so the handoff needs no second round
     // trip; the place is deleted only when `won` has a row. Only our own place: sweeping
@@ -185,38 +171,8 @@ pub(crate) fn row(t: &str) -> RowStatements {
     let leave_on_win = format!(
         ", gone AS (DELETE FROM {t}_waitq WHERE name = $1 AND member = $4 AND EXISTS (SELECT 1 FROM won))"
     );
-    // A first try goes for the row only when no live place is queued and (as far as its
-    // snapshot shows) no live row holds the lock: trying a held row would lock it (ON CONFLICT
-    // locks the row it conflicts with, WHERE or not) until the try commits, and the holder's
-    // release — commonly on its way at the same moment — would wait for that commit.
-    let first_gate = format!(
-        "NOT EXISTS ({}) AND NOT EXISTS (SELECT 1 FROM {t} x WHERE x.name = $1 AND x.expires_at > {now})",
-        super::queue::anyone(t, now, "$1")
-    );
-    // A first try that joins the queue when it does not win (`RowStatements::acquire_or_join`):
-    // no release can fall between the failed try and the place, so the release that follows
-    // finds the place and grants the lock to it (`granting_release`).
-    let join_on_loss = format!(
-        ", joined AS ({enqueue} RETURNING 1)",
-        enqueue = super::queue::enqueue_if(
-            t,
-            now,
-            ["$1", "$4", "$5"],
-            "NOT EXISTS (SELECT 1 FROM won)",
-            UPSERT_PLACE,
-        ),
-    );
-    let acquire_or_join = acquire_then(
-        first_gate.clone(),
-        &join_on_loss,
-        "",
-        "(SELECT fence FROM bump), (SELECT count(*) FROM joined)",
-    );
     RowStatements {
-        acquire_or_join: Some(acquire_or_join),
-        // The row upsert and the per-name counter bump are one statement (data-modifying
-        // CTEs), and the counter is bumped only for a row won; the counter row stays locked
-        // until commit.
+        acquire_or_join: Some(acquire_or_join(t)),
         // A queued try also takes a row a release granted to its member (`granting_release`)
         // whose message it missed: the grant took its place out of the queue, so the places
         // behind it do not count either.
@@ -228,24 +184,10 @@ pub(crate) fn row(t: &str) -> RowStatements {
             &leave_on_win,
             &format!(" OR {t}.owner = $4"),
         ),
-        acquire_first: acquire(
-            first_gate.clone(),
-            "",
-            "",
-        ),
+        acquire_first: acquire(first_gate(t), "", ""),
         acquire_leaves: true,
         enqueue: super::queue::enqueue_upsert(t, now, ["$1", "$2", "$3"], UPSERT_PLACE),
-        // Leaving also tells the next head when the lock is free (a head that was told of a
-        // release and then cancelled would otherwise leave the lock idle until the next
-        // waiter's safety look). A data-modifying CTE's deletion is not visible to the rest of
-        // the statement, hence the payload's `member <> $2`.
-        leave: format!(
-            "WITH gone AS ({leave} RETURNING name) \
-             SELECT count(*) FROM ({notify} \
-             WHERE NOT EXISTS (SELECT 1 FROM {t} l WHERE l.name = d.name AND l.expires_at > {now})) n",
-            leave = super::queue::leave(t, now, "$1", "$2"),
-            notify = release_notify(t, now, "AND w.member <> $2", "(SELECT DISTINCT name FROM gone) d"),
-        ),
+        leave: leave(t),
         // With the holder's owner: a head that sees its own member there was granted the lock
         // by a release whose message it missed, and takes it at once.
         state: super::queue::state(t, now, "$1", "$2", super::queue::Seen::Holder),
@@ -260,6 +202,76 @@ pub(crate) fn row(t: &str) -> RowStatements {
         release: granting_release(t, now),
         notify_channel: Some(notify_channel(t)),
     }
+}
+
+/// The row-mode acquire: the row upsert and the per-name counter bump in one statement
+/// (data-modifying CTEs), the counter bumped only for a row won and kept locked until commit.
+/// `gate`: when the caller may insert (no live place ahead of it); `then`: more
+/// data-modifying CTEs (the winner's `leave`); `mine`: a further condition under which an
+/// existing row is taken over; `answer`: what the statement returns.
+fn acquire_then(t: &str, gate: &str, then: &str, mine: &str, answer: &str) -> String {
+    let now = NOW_MS;
+    format!(
+        "WITH won AS (INSERT INTO {t} (name, owner, fence, expires_at) SELECT $1, $2, 0, {now} + $3 \
+         WHERE {gate} \
+         ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at \
+         WHERE {t}.expires_at <= {now}{mine} RETURNING name), \
+         bump AS (INSERT INTO {t}_fences (name, fence) SELECT name, 1 FROM won \
+         ON CONFLICT (name) DO UPDATE SET fence = {t}_fences.fence + 1 RETURNING fence){then} \
+         SELECT {answer}",
+    )
+}
+
+/// A first try goes for the row only when no live place is queued and (as far as its snapshot
+/// shows) no live row holds the lock: trying a held row would lock it (ON CONFLICT locks the
+/// row it conflicts with, WHERE or not) until the try commits, and the holder's release —
+/// commonly on its way at the same moment — would wait for that commit.
+fn first_gate(t: &str) -> String {
+    let now = NOW_MS;
+    format!(
+        "NOT EXISTS ({}) AND NOT EXISTS (SELECT 1 FROM {t} x WHERE x.name = $1 AND x.expires_at > {now})",
+        super::queue::anyone(t, now, "$1")
+    )
+}
+
+/// A first try that joins the queue when it does not win (`RowStatements::acquire_or_join`): no
+/// release can fall between the failed try and the place, so the release that follows finds
+/// the place and grants the lock to it (`granting_release`).
+fn acquire_or_join(t: &str) -> String {
+    let enqueue = super::queue::enqueue_if(
+        t,
+        NOW_MS,
+        ["$1", "$4", "$5"],
+        "NOT EXISTS (SELECT 1 FROM won)",
+        UPSERT_PLACE,
+    );
+    acquire_then(
+        t,
+        &first_gate(t),
+        &format!(", joined AS ({enqueue} RETURNING 1)"),
+        "",
+        "(SELECT fence FROM bump), (SELECT count(*) FROM joined)",
+    )
+}
+
+/// Leaving the queue also tells the next head when the lock is free (a head that was told of a
+/// release and then cancelled would otherwise leave the lock idle until the next waiter's
+/// safety look). A data-modifying CTE's deletion is not visible to the rest of the statement,
+/// hence the payload's `member <> $2`.
+fn leave(t: &str) -> String {
+    let now = NOW_MS;
+    format!(
+        "WITH gone AS ({leave} RETURNING name) \
+         SELECT count(*) FROM ({notify} \
+         WHERE NOT EXISTS (SELECT 1 FROM {t} l WHERE l.name = d.name AND l.expires_at > {now})) n",
+        leave = super::queue::leave(t, now, "$1", "$2"),
+        notify = release_notify(
+            t,
+            now,
+            "AND w.member <> $2",
+            "(SELECT DISTINCT name FROM gone) d"
+        ),
+    )
 }
 
 /// `BEGIN`, then transaction-local: how long the database keeps a silent holder's transaction
