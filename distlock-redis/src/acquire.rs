@@ -165,18 +165,9 @@ pub(crate) async fn acquire<R: Rounds>(
         queue: !try_only,
         score: rounds.queue_score(),
     };
-    // Subscribed only once the lock turns out to be held (a free lock costs one round trip),
-    // followed at once by another round so a release in between is not missed — unless every
-    // node's channel is subscribed already (other waiters, or a recent one's linger): the
-    // waiter then registers before its first round and needs neither.
-    let mut waits: Option<Vec<Waiting>> = if try_only {
-        None
-    } else {
-        subscribers
-            .iter()
-            .map(|s| s.join_if_subscribed(&keys.channel, &token))
-            .collect()
-    };
+    let mut waits = (!try_only)
+        .then(|| already_subscribed(subscribers, &keys.channel, &token))
+        .flatten();
     // Whatever an interrupted attempt or a departed waiter left behind is removed.
     let armed = cleanup(rounds, &keys, &token);
     let mut first_failure: Option<Instant> = None;
@@ -200,13 +191,8 @@ pub(crate) async fn acquire<R: Rounds>(
             let outcome = match rounds.round(&bid).await {
                 Err(e @ LockError::Unavailable { .. }) if !try_only => {
                     let failing_for = first_failure.get_or_insert_with(Instant::now).elapsed();
-                    match rounds.retry_pause(opts.ttl, failing_for) {
-                        Some(pause) if !deadline.expired() => {
-                            tokio::time::sleep(pause).await;
-                            continue;
-                        }
-                        _ => return Err(e),
-                    }
+                    retry_after(rounds.retry_pause(opts.ttl, failing_for), &deadline, e).await?;
+                    continue;
                 }
                 other => other?,
             };
@@ -290,6 +276,37 @@ async fn await_release<R: Rounds>(
     let grants = gather_grants(waits, seen, plain_before_round, quorum, gather).await;
     let fences = one_release(&grants, quorum)?;
     rounds.settle_grants(bid, &fences).await
+}
+
+/// The waiter's registrations when every node's channel is subscribed already (other waiters,
+/// or a recent one's linger): it then registers before its first round. Otherwise it
+/// subscribes only once the lock turns out to be held (a free lock costs one round trip),
+/// followed at once by another round so a release in between is not missed.
+fn already_subscribed(
+    subscribers: &[Arc<Subscriber>],
+    channel: &str,
+    token: &str,
+) -> Option<Vec<Waiting>> {
+    subscribers
+        .iter()
+        .map(|s| s.join_if_subscribed(channel, token))
+        .collect()
+}
+
+/// Sleeps `pause` before the next round after one that found the store unavailable, or
+/// returns its error `e` when the topology gives up (`None`) or the wait is over.
+async fn retry_after(
+    pause: Option<Duration>,
+    deadline: &Deadline,
+    e: LockError,
+) -> Result<(), LockError> {
+    match pause {
+        Some(pause) if !deadline.expired() => {
+            tokio::time::sleep(pause).await;
+            Ok(())
+        }
+        _ => Err(e),
+    }
 }
 
 /// What removes an interrupted attempt's or a departed waiter's traces on every node. On each

@@ -58,19 +58,7 @@ pub(crate) async fn acquire(
     let mut waiting: Option<Waiting> = None;
     loop {
         let started = Instant::now();
-        let call = calls::acquire(node, &req.keys, &req.member, opts.ttl, queue, req.max);
-        let granted = match tokio::time::timeout(req.timeout, call).await {
-            Ok(Ok(g)) => g,
-            Ok(Err(e)) => return Err(map(e, req.label, Some(req.name))),
-            Err(_) => {
-                return Err(LockError::unavailable(
-                    req.label,
-                    Some(req.name),
-                    format!("no reply within {:?}", req.timeout),
-                    None,
-                ))
-            }
-        };
+        let granted = attempt(node, &req, opts.ttl, queue).await?;
         let first_expiry_ms = match granted {
             Granted::Yes(token) => match admitted(node, &req, token, opts, started).await {
                 Ok(g) => {
@@ -120,6 +108,26 @@ pub(crate) async fn acquire(
             _ = w.wake.notify.notified() => {}
             _ = deadline.sleep(nap) => {}
         }
+    }
+}
+
+/// One admission attempt, bounded by the request's reply timeout.
+async fn attempt(
+    node: &Node,
+    req: &Request<'_>,
+    ttl: Duration,
+    queue: Option<Duration>,
+) -> Result<Granted, LockError> {
+    let call = calls::acquire(node, &req.keys, &req.member, ttl, queue, req.max);
+    match tokio::time::timeout(req.timeout, call).await {
+        Ok(Ok(g)) => Ok(g),
+        Ok(Err(e)) => Err(map(e, req.label, Some(req.name))),
+        Err(_) => Err(LockError::unavailable(
+            req.label,
+            Some(req.name),
+            format!("no reply within {:?}", req.timeout),
+            None,
+        )),
     }
 }
 
