@@ -17,6 +17,18 @@ pub(crate) enum Failure {
     Error(LockError),
 }
 
+impl Failure {
+    /// Whether `outcome` granted: a lock wait that ran out or a conflict is a plain "not now",
+    /// an error is returned.
+    pub(crate) fn or_not_now(outcome: Result<bool, Failure>) -> Result<bool, LockError> {
+        match outcome {
+            Ok(granted) => Ok(granted),
+            Err(Failure::Busy | Failure::Retry) => Ok(false),
+            Err(Failure::Error(e)) => Err(e),
+        }
+    }
+}
+
 /// Classifies a sqlx error for lock `name` on `backend`.
 pub(crate) fn classify(err: sqlx::Error, backend: &str, name: Option<&str>) -> Failure {
     if let sqlx::Error::Database(db) = &err {

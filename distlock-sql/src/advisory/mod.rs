@@ -281,6 +281,48 @@ impl AdvisoryLock {
     /// PostgreSQL's one-statement try ([`LockTexts::try_draw`] `sql`) on `session`: the fencing
     /// token when granted (the idle bound is set then too), `None` when the lock is taken.
     /// On an error the session may hold the lock: the caller must close it.
+    /// The one-statement try ([`Self::try_draw`]): the token when it won. A failed statement
+    /// may have taken the lock before it failed (session locks outlive a failed statement and
+    /// stack): that session is closed, which frees whatever it took, and the wait goes on on a
+    /// fresh one — closed before the fresh one is asked for: with every connection of the pool
+    /// taken, the fresh one is this one's (a pool of one waited for itself). On an error the
+    /// session is dropped (closed) with it.
+    async fn fast_try(
+        &self,
+        session: &mut Session,
+        name: &str,
+        sql: &str,
+        ttl: Duration,
+    ) -> Result<Option<u64>, LockError> {
+        match self.try_draw(session, name, sql, ttl).await {
+            Ok(token) => Ok(token),
+            Err(Failure::Busy) | Err(Failure::Retry) => {
+                session.close();
+                *session = self.session(name).await?;
+                Ok(None)
+            }
+            Err(Failure::Error(e)) => Err(e),
+        }
+    }
+
+    /// Records `opts.holder` as the holder of `name` with `token`, when asked to and a sessions
+    /// table serves this dialect; `None` (logged) when it could not be recorded.
+    async fn record_holder(
+        &self,
+        session: &mut Session,
+        name: &str,
+        token: u64,
+        opts: &AcquireOptions,
+    ) -> Option<Forget> {
+        let (sessions, holder) = (self.sessions.as_ref()?, opts.holder.as_deref()?);
+        let label = &self.client.label;
+        sessions
+            .record(session.conn(), &self.client.side, label, (name, token, holder))
+            .await
+            .inspect_err(|e| tracing::warn!(backend = %label, name, error = %e, "could not record the holder identity"))
+            .ok()
+    }
+
     async fn try_draw(
         &self,
         session: &mut Session,
@@ -373,7 +415,6 @@ impl LockBackend for AdvisoryLock {
         how: Attempt,
     ) -> Result<Option<LockGuard>, LockError> {
         let try_only = how == Attempt::Try;
-        let label = &self.client.label;
         let deadline = Deadline::after(opts.wait);
         // One pooled connection per process waits in the database's lock queue instead of one
         // per waiting task.
@@ -393,21 +434,7 @@ impl LockBackend for AdvisoryLock {
             let nowait = try_only || remaining.is_some_and(|r| r.is_zero());
             let tried = fast.is_some();
             let drawn = match fast.take() {
-                Some(sql) => match self.try_draw(&mut session, name, &sql, opts.ttl).await {
-                    Ok(token) => token,
-                    // A failed statement may have taken the lock before it failed (session
-                    // locks outlive a failed statement and stack): that session is closed,
-                    // which frees whatever it took, and the wait goes on on a fresh one.
-                    // Closed before a fresh one is asked for: with every connection of the pool
-                    // taken, the fresh one is this one's (a pool of one waited for itself).
-                    Err(Failure::Busy) | Err(Failure::Retry) => {
-                        drop(session);
-                        session = self.session(name).await?;
-                        None
-                    }
-                    // The session is dropped (closed) with the error.
-                    Err(Failure::Error(e)) => return Err(e),
-                },
+                Some(sql) => self.fast_try(&mut session, name, &sql, opts.ttl).await?,
                 None => None,
             };
             if tried && drawn.is_none() {
@@ -421,15 +448,8 @@ impl LockBackend for AdvisoryLock {
                     return Ok(None);
                 }
                 None => {
-                    let granted = match self
-                        .lock(&mut session, (name, name), remaining, nowait)
-                        .await
-                    {
-                        Ok(granted) => granted,
-                        Err(Failure::Busy) | Err(Failure::Retry) => false,
-                        Err(Failure::Error(e)) => return Err(e),
-                    };
-                    if !granted {
+                    let granted = self.lock(&mut session, (name, name), remaining, nowait);
+                    if !Failure::or_not_now(granted.await)? {
                         distlock_core::backend::handoff::waited();
                         if nowait || deadline.expired() {
                             session.recycle(self.sql.reset).await;
@@ -444,14 +464,7 @@ impl LockBackend for AdvisoryLock {
                     self.granted(&mut session, name, opts.ttl).await?
                 }
             };
-            let forget = match (&self.sessions, opts.holder.as_deref()) {
-                (Some(sessions), Some(holder)) => sessions
-                    .record(session.conn(), &self.client.side, label, (name, token, holder))
-                    .await
-                    .inspect_err(|e| tracing::warn!(backend = %label, name, error = %e, "could not record the holder identity"))
-                    .ok(),
-                _ => None,
-            };
+            let forget = self.record_holder(&mut session, name, token, opts).await;
             let started = self
                 .guard_parts(
                     session,

@@ -15,8 +15,17 @@ impl Session {
     }
 
     pub(super) fn conn(&mut self) -> &mut PoolConnection<Any> {
-        // Only `recycle` (which consumes the session) takes the connection out.
+        // Only `recycle` (which consumes the session) and `close` (until the session is
+        // replaced) take the connection out.
         self.0.as_mut().unwrap_or_else(|| unreachable!())
+    }
+
+    /// Closes the connection now (the database frees whatever it held); the session is empty
+    /// until it is replaced.
+    pub(super) fn close(&mut self) {
+        if let Some(mut conn) = self.0.take() {
+            conn.close_on_drop();
+        }
     }
 
     /// Returns the connection to the pool as it is: its settings were put back already.

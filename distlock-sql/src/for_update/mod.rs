@@ -75,6 +75,36 @@ impl Budget {
         }
     }
 
+    /// After the locking statement failed (its transaction rolled back): a lock wait that ran
+    /// out is [`Self::busy`], a deadlock a conflict; an error is returned.
+    fn after(
+        &mut self,
+        failure: Failure,
+        try_only: bool,
+        deadline: &Deadline,
+    ) -> Result<Next, LockError> {
+        Ok(match failure {
+            Failure::Busy => {
+                let next = self.busy(try_only, deadline);
+                if next == Next::Again {
+                    tracing::debug!("held by another client: the lock wait ran out; waiting again");
+                }
+                next
+            }
+            Failure::Retry => match self.conflict() {
+                Next::Again if try_only || deadline.expired() => Next::TimedOut,
+                next => {
+                    tracing::debug!(
+                        conflicts = self.conflicts,
+                        "the locking statement conflicted (deadlock)"
+                    );
+                    next
+                }
+            },
+            Failure::Error(e) => return Err(e),
+        })
+    }
+
     /// A deadlock, a row created meanwhile, or a guard won too late to be of use.
     fn conflict(&mut self) -> Next {
         self.conflicts += 1;
@@ -371,8 +401,7 @@ impl LockBackend for ForUpdateLock {
                     .map_err(|e| map(e, label, Some(name)))
             })
             .await?;
-            let outcome = self.lock_row(&mut tx, name, nowait).await;
-            let next = match outcome {
+            let next = match self.lock_row(&mut tx, name, nowait).await {
                 Ok(Some(token)) => {
                     let forget = self.record_holder(&mut tx, name, token, opts).await;
                     // The database's idle bound counts from the last statement; a waiter that
@@ -398,30 +427,10 @@ impl LockBackend for ForUpdateLock {
                     Err(Failure::Busy) => budget.busy(try_only, &deadline),
                     Err(Failure::Error(e)) => return Err(e),
                 },
-                Err(Failure::Busy) => {
+                Err(failure) => {
                     let _ = tx.rollback().await;
-                    let next = budget.busy(try_only, &deadline);
-                    if next == Next::Again {
-                        tracing::debug!(
-                            "held by another client: the lock wait ran out; waiting again"
-                        );
-                    }
-                    next
+                    budget.after(failure, try_only, &deadline)?
                 }
-                Err(Failure::Retry) => {
-                    let _ = tx.rollback().await;
-                    match budget.conflict() {
-                        Next::Again if try_only || deadline.expired() => Next::TimedOut,
-                        next => {
-                            tracing::debug!(
-                                conflicts = budget.conflicts,
-                                "the locking statement conflicted (deadlock)"
-                            );
-                            next
-                        }
-                    }
-                }
-                Err(Failure::Error(e)) => return Err(e),
             };
             match next {
                 Next::Again => {}
