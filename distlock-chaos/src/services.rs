@@ -14,7 +14,7 @@ static SELECTED: OnceLock<ServiceSet> = OnceLock::new();
 /// One set of store instances.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ServiceSet {
-    /// The instances the test suite uses (ports as in `DESIGN.md`). Never paused or killed.
+    /// The instances the test suite uses (ports as in `docs/testing.md`). Never paused or killed.
     Shared,
     /// A second, independent set for store faults: ports +1000, its own data and namespaces.
     Chaos,

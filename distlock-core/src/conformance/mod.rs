@@ -1,5 +1,5 @@
-//! The conformance suite: every behaviour DESIGN.md promises, written once, run unchanged on
-//! every backend and mode.
+//! The conformance suite: every behaviour the contract promises (`docs/safety.md`), written
+//! once, run unchanged on every backend and mode.
 //!
 //! A backend supplies a [`Harness`] and instantiates every case as its own `#[tokio::test]`:
 //!
