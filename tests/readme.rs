@@ -606,30 +606,6 @@ fn benchmark_figures_are_the_committed_run() {
             .unwrap_or_else(|| panic!("{}: no failover row", row[0]));
         assert_eq!(row[1], r[1], "{}: failover", row[0]);
     }
-    // The spread of Redis's raw primitive over every committed full run.
-    let mut raws = Vec::new();
-    for entry in std::fs::read_dir(root().join("docs/bench")).unwrap() {
-        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
-        if name.starts_with("report-all") && name.ends_with(".md") {
-            let b = Bench {
-                text: read(&format!("docs/bench/{name}")),
-            };
-            let redis = b.row("## Uncontended", "redis", None).unwrap();
-            raws.push(int(&redis[5]));
-        }
-    }
-    let flat_doc = flat(&doc);
-    assert_eq!(
-        numbers_in(between(&flat_doc, "Across the ", " cycles/s")),
-        vec![
-            raws.len().to_string(),
-            "1".to_owned(),
-            (raws.len() - 1).to_string(),
-            raws.iter().min().unwrap().to_string(),
-            raws.iter().max().unwrap().to_string(),
-        ],
-        "docs/bench/README.md: the runs and the spread of Redis's raw primitive"
-    );
 }
 
 #[test]

@@ -390,11 +390,7 @@ impl ZkLock {
                 .with_acls(dir_acls(&self.cfg))
                 .with_node(kind, data),
         );
-        // Whatever node we created is deleted if this acquisition is cancelled or gives up.
-        let cleanup = {
-            let (mine, within) = (Arc::clone(&mine), self.cfg.session_timeout);
-            CleanupOnDrop::new(move || Box::pin(async move { mine.delete_all(within).await }))
-        };
+        let cleanup = self.cleanup(&mine);
         // When a request last went through the leader (the create does; so does each re-list).
         let mut confirmed_at = Instant::now();
         let (ours, czxid, mut children) = self.create_contender(&mine, name).await?;
@@ -413,7 +409,6 @@ impl ZkLock {
                     cleanup.run_now().await;
                     return Ok(None);
                 }
-
                 turn => {
                     distlock_core::backend::handoff::waited();
                     self.watch_turn(&client, &dir, turn, &sorted, kind, max_leases)
@@ -431,13 +426,7 @@ impl ZkLock {
                     }
                     Woke::Retired => {
                         cleanup.run_now().await;
-                        return Err(LockError::unavailable(
-                            &self.label,
-                            Some(name),
-                            "the ZooKeeper session was retired while waiting (disconnected for a \
-                             quarter of its timeout); retry",
-                            None,
-                        ));
+                        return Err(self.retired(name));
                     }
                 }
                 self.watch_events.fetch_add(1, Ordering::SeqCst);
@@ -448,6 +437,23 @@ impl ZkLock {
                 .await
                 .map_err(|e| map(e, &self.label, Some(name)))?;
         }
+    }
+
+    /// Deletes whatever node `mine` created if the acquisition is cancelled or gives up.
+    fn cleanup(&self, mine: &Arc<Contender>) -> CleanupOnDrop {
+        let (mine, within) = (Arc::clone(mine), self.cfg.session_timeout);
+        CleanupOnDrop::new(move || Box::pin(async move { mine.delete_all(within).await }))
+    }
+
+    /// The error of a waiter whose session this client retired while it waited.
+    fn retired(&self, name: &str) -> LockError {
+        LockError::unavailable(
+            &self.label,
+            Some(name),
+            "the ZooKeeper session was retired while waiting (disconnected for a quarter of its \
+             timeout); retry",
+            None,
+        )
     }
 
     /// The contenders of `children` in turn order, and our place among them. A node of ours

@@ -2,12 +2,14 @@
 //! (each run to completion in its own task), the waiter's polling with backoff and local
 //! wake-ups, and the guard once admitted.
 
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use distlock_core::backend::{Backoff, CleanupOnDrop, Deadline, GuardParts};
 use distlock_core::{AcquireOptions, LockError, LockGuard};
-use tokio::sync::oneshot;
+use tokio::sync::futures::Notified;
+use tokio::sync::{oneshot, Notify};
 use tokio::time::Instant;
 
 use super::admit::{admit, looks_admissible, Admission, Ask, WAITER_TTL};
@@ -95,32 +97,17 @@ pub(crate) async fn acquire(
                     ask.max.unwrap_or(0),
                 ));
             }
-            Ok(Admission::Granted(token)) => {
-                let lease = Arc::new(PermitLease(who.clone()));
-                let (name, label) = (&who.name, &who.client.label);
-                let started = GuardParts::leased(
-                    name,
-                    label,
-                    token,
-                    opts,
-                    sent,
-                    crate::row::lease_validity(opts.ttl),
-                    lease,
-                )
-                .start()
-                .await;
-                match started {
-                    Ok(g) => {
-                        armed.disarm();
-                        return Ok(Some(g));
-                    }
-                    Err(_) if !try_only && !deadline.expired() => continue,
-                    Err(e) => {
-                        armed.run_now().await;
-                        return Err(e);
-                    }
+            Ok(Admission::Granted(token)) => match admitted(&who, token, opts, sent).await {
+                Ok(g) => {
+                    armed.disarm();
+                    return Ok(Some(g));
                 }
-            }
+                Err(_) if !try_only && !deadline.expired() => continue,
+                Err(e) => {
+                    armed.run_now().await;
+                    return Err(e);
+                }
+            },
             Ok(Admission::Waiting { first_expiry_ms }) => first_expiry_ms,
         };
         distlock_core::backend::handoff::waited();
@@ -133,47 +120,86 @@ pub(crate) async fn acquire(
             armed.run_now().await;
             return Ok(None);
         }
-        // Poll without writing until the admission looks worth its write transaction (which
-        // every other admission on the name waits for), the earliest lease ends or the wait
-        // runs out; a local release makes the next poll at once; the place in the queue is
-        // refreshed by one statement on the heartbeat.
-        let mut heartbeat = Instant::now() + HEARTBEAT;
-        let expiry = first_expiry_ms
-            .map(|left| Instant::now() + Duration::from_millis(left.max(0) as u64 + 1));
-        loop {
-            let mut nap = backoff.next_delay();
-            if let Some(at) = expiry {
-                nap = nap.min(at.saturating_duration_since(Instant::now()));
+        poll(
+            &who,
+            &ask,
+            &signal,
+            notified,
+            &mut backoff,
+            &deadline,
+            first_expiry_ms,
+        )
+        .await;
+    }
+}
+
+/// The guard of an admitted member, its validity counted from when the admission was `sent`.
+async fn admitted(
+    who: &Member,
+    token: u64,
+    opts: &AcquireOptions,
+    sent: Instant,
+) -> Result<LockGuard, LockError> {
+    let validity = crate::row::lease_validity(opts.ttl);
+    let lease = Arc::new(PermitLease(who.clone()));
+    GuardParts::leased(
+        &who.name,
+        &who.client.label,
+        token,
+        opts,
+        sent,
+        validity,
+        lease,
+    )
+    .start()
+    .await
+}
+
+/// Polls without writing until the admission looks worth its write transaction (which every
+/// other admission on the name waits for), the earliest lease ends (`first_expiry_ms`) or the
+/// wait runs out; a local release (`notified`, enabled before the admission was sent) makes the
+/// next poll at once; the place in the queue is refreshed by one statement on the heartbeat
+/// (if it is gone, the next admission queues us again).
+async fn poll<'s>(
+    who: &Member,
+    ask: &Ask,
+    signal: &'s Notify,
+    mut notified: Pin<&mut Notified<'s>>,
+    backoff: &mut Backoff,
+    deadline: &Deadline,
+    first_expiry_ms: Option<i64>,
+) {
+    let mut heartbeat = Instant::now() + HEARTBEAT;
+    let expiry =
+        first_expiry_ms.map(|left| Instant::now() + Duration::from_millis(left.max(0) as u64 + 1));
+    loop {
+        let mut nap = backoff.next_delay();
+        if let Some(at) = expiry {
+            nap = nap.min(at.saturating_duration_since(Instant::now()));
+        }
+        tokio::select! {
+            // Woken by a local release: check (without writing) whether it is our turn, so a
+            // release does not send every local waiter into a write transaction.
+            _ = &mut notified => {
+                backoff.reset();
+                notified.set(signal.notified());
+                notified.as_mut().enable();
             }
-            tokio::select! {
-                // Woken by a local release: check (without writing) whether it is our turn,
-                // so a release does not send every local waiter into a write transaction.
-                _ = &mut notified => {
-                    backoff.reset();
-                    notified.set(signal.notified());
-                    notified.as_mut().enable();
-                }
-                _ = deadline.sleep(nap) => {}
-            }
-            if deadline.expired() {
-                break;
-            }
-            if expiry.is_some_and(|at| Instant::now() >= at) {
-                break;
-            }
-            if looks_admissible(&who.client, &who.sql, &ask)
-                .await
-                .unwrap_or(true)
-            {
-                break;
-            }
-            if Instant::now() >= heartbeat {
-                // Keep our place with one statement; if it is gone, the admission queues us
-                // again.
-                match who.refresh(WAITER_TTL).await {
-                    Ok(true) => heartbeat = Instant::now() + HEARTBEAT,
-                    _ => break,
-                }
+            _ = deadline.sleep(nap) => {}
+        }
+        if deadline.expired() || expiry.is_some_and(|at| Instant::now() >= at) {
+            return;
+        }
+        if looks_admissible(&who.client, &who.sql, ask)
+            .await
+            .unwrap_or(true)
+        {
+            return;
+        }
+        if Instant::now() >= heartbeat {
+            match who.refresh(WAITER_TTL).await {
+                Ok(true) => heartbeat = Instant::now() + HEARTBEAT,
+                _ => return,
             }
         }
     }
