@@ -361,7 +361,9 @@ zk_write_cfg() { # zk_write_cfg PORT [ENSEMBLE_INDEX]
     if [ "$port" = "$ZK_PORT" ]; then
       # The standalone server also listens for TLS (Netty serves both ports), with the private
       # CA's certificate for localhost, and requires a client certificate from that CA. It checks
-      # no client's host name (the client checks the server's).
+      # no client's host name (the client checks the server's). `start-one` comes here without
+      # `up`'s TLS step: the private CA is made here when missing.
+      tls_up
       cat "$TLS/server.key" "$TLS/server.crt" >"$d/server.pem"
       echo "secureClientPort=$ZK_TLS_PORT"
       echo "secureClientPortAddress=127.0.0.1"
