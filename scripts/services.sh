@@ -148,6 +148,9 @@ redis_start() {
   rm -f "$(redis_pidfile "$port")"
   local extra=("${@:2}")
   [ "$port" = "$REDIS_REPLICA_PORT" ] && extra=(--replicaof 127.0.0.1 "$REDIS_PORT")
+  # A cluster node (also from `start-one`: it rejoins with its nodes.conf).
+  [[ " ${CLUSTER_PORTS[*]} " == *" $port "* ]] &&
+    extra=(--cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout 2000)
   redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --daemonize yes \
     --pidfile "$(redis_pidfile "$port")" --logfile "$d/redis.log" --dir "$d" \
     --maxclients 4000 "${extra[@]}" >/dev/null
@@ -242,7 +245,7 @@ cluster_up() {
   cluster_ok && return 0
   for p in "${CLUSTER_PORTS[@]}"; do redis_stop "$p"; rm -f "$DIR/redis-$p/nodes.conf"; done
   for p in "${CLUSTER_PORTS[@]}"; do
-    redis_start "$p" --cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout 2000
+    redis_start "$p"
   done
   redis-cli --cluster create $(printf '127.0.0.1:%s ' "${CLUSTER_PORTS[@]}") --cluster-replicas 1 --cluster-yes \
     >"$DIR/redis-cluster-create.log" 2>&1 || die "redis-cli --cluster create failed (see $DIR/redis-cluster-create.log)"

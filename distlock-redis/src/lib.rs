@@ -105,6 +105,7 @@
 mod acquire;
 mod backend;
 mod clock;
+mod cluster;
 pub mod config;
 mod conn;
 mod error;

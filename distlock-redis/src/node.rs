@@ -7,6 +7,7 @@ use std::time::Duration;
 use distlock_core::backend::url::HostPort;
 use distlock_core::LockError;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::cluster_async::ClusterConnection;
 use redis::{Client, ErrorKind, RedisError, RedisResult, Value};
 use tokio::sync::OnceCell;
 
@@ -199,6 +200,34 @@ fn client(cfg: &RedisConfig, addr: &HostPort, label: &str) -> Result<Client, Loc
     })
 }
 
+/// A connection to the cluster through `seeds`, which reads the slot map from them; within
+/// `cfg.timeout` twice over.
+pub(crate) async fn cluster_conn(
+    cfg: &RedisConfig,
+    seeds: &[HostPort],
+    label: &str,
+) -> Result<ClusterConnection, LockError> {
+    let urls: Vec<String> = seeds.iter().map(|a| cfg.server_url(a)).collect();
+    let bad = |e: RedisError| {
+        LockError::invalid_config(format!("{label}: bad cluster nodes: {:?}", e.kind()))
+    };
+    let cluster = redis::cluster::ClusterClientBuilder::new(urls)
+        .connection_timeout(cfg.timeout)
+        .response_timeout(cfg.timeout)
+        .build()
+        .map_err(bad)?;
+    match tokio::time::timeout(cfg.timeout * 2, cluster.get_async_connection()).await {
+        Ok(Ok(c)) => Ok(c),
+        Ok(Err(e)) => Err(map(e, label, None)),
+        Err(_) => Err(LockError::unavailable(
+            label,
+            None,
+            format!("no cluster node answered within {:?}", cfg.timeout * 2),
+            None,
+        )),
+    }
+}
+
 impl Node {
     /// Connects to node `i` of `cfg`, bounded by `cfg.timeout`, and loads the scripts there (an
     /// unreachable node is returned as an error; [`Node::lazy`] makes one that retries later).
@@ -253,34 +282,12 @@ impl Node {
     /// The cluster of `cfg`'s seed nodes, connected within `cfg.timeout`; pub/sub goes to the
     /// first seed (a cluster passes every `PUBLISH` on to all its nodes).
     pub(crate) async fn connect_cluster(cfg: &RedisConfig, label: &str) -> Result<Node, LockError> {
-        let urls: Vec<String> = cfg.nodes.iter().map(|a| cfg.server_url(a)).collect();
-        let bad = |e: RedisError| {
-            LockError::invalid_config(format!("{label}: bad cluster nodes: {:?}", e.kind()))
-        };
-        let cluster = redis::cluster::ClusterClientBuilder::new(urls)
-            .connection_timeout(cfg.timeout)
-            .response_timeout(cfg.timeout)
-            .build()
-            .map_err(bad)?;
-        let conn = match tokio::time::timeout(cfg.timeout * 2, cluster.get_async_connection()).await
-        {
-            Ok(Ok(c)) => c,
-            Ok(Err(e)) => return Err(map(e, label, None)),
-            Err(_) => {
-                return Err(LockError::unavailable(
-                    label,
-                    None,
-                    format!("no cluster node answered within {:?}", cfg.timeout * 2),
-                    None,
-                ))
-            }
-        };
         let hosts: Vec<String> = cfg.nodes.iter().map(ToString::to_string).collect();
         let node = Self::with(
             cfg,
             label,
             Endpoint {
-                conn: Conn::Cluster(conn),
+                conn: Conn::Cluster(cluster_conn(cfg, &cfg.nodes, label).await?),
                 client: client(cfg, &cfg.nodes[0], label)?,
                 addr: format!("cluster {}", hosts.join(",")),
                 policy_checked: Arc::new(OnceCell::new()),
@@ -288,6 +295,12 @@ impl Node {
         );
         node.check_policy().await.map_err(|e| map(e, label, None))?;
         Ok(node)
+    }
+
+    /// From now on, this cluster node's commands go through `conn` (a new connection, which
+    /// read the slot map afresh: `cluster.rs`).
+    pub(crate) fn reconnect(&self, conn: ClusterConnection) {
+        self.at.write().unwrap_or_else(|p| p.into_inner()).conn = Conn::Cluster(conn);
     }
 
     /// From now on, this node's commands go where `other`'s go (a Sentinel failover: `other`

@@ -1,7 +1,7 @@
 //! [`Sentinels`]: the master of a Redis Sentinel set, found by asking the sentinels, and
 //! followed through failovers.
 //!
-//! The sentinels are asked in the configured order; the first that names a master wins, and
+//! The sentinels are asked at once; the first that names a master wins, and
 //! the master must confirm with `ROLE` (a sentinel may still name a demoted master for a
 //! moment). A task asks again every [`POLL`] and moves the node to a new master once it is
 //! connected and checked; until then calls go to the old one and fail or time out as they
@@ -42,36 +42,52 @@ impl Sentinels {
         }
     }
 
-    /// The master the first answering sentinel names.
+    /// The master the first sentinel to answer names. Every sentinel is asked at once, so a
+    /// stalled one (its connection open, nothing answered) costs nothing while another answers;
+    /// a sentinel that had not answered by then is asked on a new connection next time, so no
+    /// request waits on a connection that may never answer.
     async fn ask(&self) -> Result<HostPort, LockError> {
         let mut conns = self.conns.lock().await;
-        let mut last = None;
-        for (i, slot) in conns.iter_mut().enumerate() {
-            let sentinel = &self.cfg.nodes[i];
-            match self.ask_one(sentinel, slot).await {
-                Ok(Some(master)) => return Ok(master),
-                Ok(None) => {
-                    last = Some(format!(
-                        "sentinel {sentinel} knows no master set {:?}",
-                        self.name
-                    ))
-                }
-                Err(e) => {
-                    *slot = None;
-                    last = Some(format!("sentinel {sentinel}: {e}"));
-                }
+        let mut answered = vec![false; conns.len()];
+        let first = {
+            let asks = conns
+                .iter_mut()
+                .zip(&self.cfg.nodes)
+                .zip(answered.iter_mut())
+                .map(|((slot, sentinel), answered)| {
+                    Box::pin(async move {
+                        let reply = self.ask_one(sentinel, slot).await;
+                        *answered = true;
+                        match reply {
+                            Ok(Some(master)) => Ok(master),
+                            Ok(None) => Err(format!(
+                                "sentinel {sentinel} knows no master set {:?}",
+                                self.name
+                            )),
+                            Err(e) => {
+                                *slot = None;
+                                Err(format!("sentinel {sentinel}: {e}"))
+                            }
+                        }
+                    })
+                });
+            futures::future::select_ok(asks)
+                .await
+                .map(|(master, _)| master)
+        };
+        for (slot, answered) in conns.iter_mut().zip(answered) {
+            if !answered {
+                *slot = None;
             }
         }
-        Err(LockError::unavailable(
-            &self.label,
-            None,
-            format!(
-                "no sentinel named a master for {:?} ({})",
-                self.name,
-                last.unwrap_or_default()
-            ),
-            None,
-        ))
+        first.map_err(|last| {
+            LockError::unavailable(
+                &self.label,
+                None,
+                format!("no sentinel named a master for {:?} ({last})", self.name),
+                None,
+            )
+        })
     }
 
     /// One sentinel's answer: the master's address, or `None` if it does not know the set.

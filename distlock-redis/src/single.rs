@@ -12,6 +12,7 @@ use std::time::Duration;
 use distlock_core::LockError;
 
 use crate::acquire::{Bid, Round, Rounds};
+use crate::cluster;
 use crate::config::{RedisConfig, Topology};
 use crate::error::map;
 use crate::node::{Attempt, Node};
@@ -26,7 +27,7 @@ pub(crate) struct Single {
     label: String,
     /// Retry unavailable rounds within the wait (Sentinel, `replicas=`).
     retry: bool,
-    /// Sentinel: the task that follows failovers, stopped with this client.
+    /// Sentinel and Cluster: the task that follows failovers, stopped with this client.
     _follower: Option<AbortOnDrop>,
 }
 
@@ -49,7 +50,9 @@ impl Single {
             let follower = AbortOnDrop(sentinels.follow(node.clone()));
             (node, Some(follower))
         } else if cfg.topology == Topology::Cluster {
-            (Node::connect_cluster(cfg, label).await?, None)
+            let node = Node::connect_cluster(cfg, label).await?;
+            let follower = cluster::follow(cfg.clone(), label.to_owned(), node.clone());
+            (node, Some(AbortOnDrop(follower)))
         } else {
             (Node::connect(cfg, 0, label).await?, None)
         };
@@ -57,7 +60,7 @@ impl Single {
             nodes: Arc::new([node]),
             timeout: cfg.timeout,
             label: label.to_owned(),
-            retry: follower.is_some() || cfg.replicas > 0 || cfg.topology == Topology::Cluster,
+            retry: follower.is_some() || cfg.replicas > 0,
             _follower: follower,
         })
     }
@@ -90,8 +93,8 @@ impl Rounds for Single {
         None
     }
 
-    /// An unreachable server is reported at once, but a Sentinel master (which a failover
-    /// replaces) or a grant that too few replicas acknowledged is tried again every 100 ms.
+    /// An unreachable server is reported at once, but a Sentinel master or a Cluster primary
+    /// (which a failover replaces) or a grant that too few replicas acknowledged is tried again every 100 ms.
     fn retry_pause(&self, _ttl: Duration, _failing_for: Duration) -> Option<Duration> {
         self.retry.then_some(Duration::from_millis(100))
     }
@@ -108,7 +111,7 @@ impl Rounds for Single {
 
     async fn round(&self, bid: &Bid<'_>) -> Result<Round, LockError> {
         let t = self.timeout;
-        let reply = tokio::time::timeout(t, bid.on(&self.nodes[0], None)).await;
+        let reply = self.nodes[0].within(t, bid.on(&self.nodes[0], None)).await;
         match reply {
             Ok(Ok(Attempt::Acquired { token, .. })) => Ok(Round::Acquired {
                 token,

@@ -1,9 +1,11 @@
 //! Redis Cluster (`redis+cluster://`) on the shared 6-node cluster of `scripts/services.sh`:
 //! a held lock survives its hash slot moving to another primary (every key of the lock moves
 //! with the slot; renewals and the release follow the `MOVED` redirection) and its primary's
-//! failover to the replica (`CLUSTER FAILOVER`), and a name whose braces would split its keys
-//! across slots is refused. The two tests that change the cluster's layout take turns. The conformance suite runs on the same
-//! cluster (tests/conformance.rs).
+//! failover to the replica (`CLUSTER FAILOVER`) and losing its primary without a word (SIGKILL,
+//! or SIGSTOP with its connections open, while the cluster promotes the replica), and a name
+//! whose braces would split its keys across slots is refused. The tests that change the
+//! cluster's layout take turns, each once the last change has settled. The conformance suite
+//! runs on the same cluster (tests/conformance.rs).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
@@ -16,6 +18,57 @@ use support::*;
 
 /// Held by each test that moves slots or primaries.
 static LAYOUT: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Whether every replica among the `CLUSTER NODES` lines has its replication link up (a
+/// node that just rejoined may still be syncing, and refuses a manual failover).
+async fn replicas_in_sync(lines: &[Vec<&str>]) -> bool {
+    for f in lines.iter().filter(|f| f[2].contains("slave")) {
+        let port: u16 = f[1].split(['@', ':']).nth(1).unwrap().parse().unwrap();
+        let role: Value = run(port, &mut redis::cmd("ROLE")).await;
+        let Value::Array(items) = role else {
+            return false;
+        };
+        if !matches!(items.get(3), Some(Value::BulkString(s)) if s == b"connected") {
+            return false;
+        }
+    }
+    true
+}
+
+/// Takes the layout turn once the cluster has settled from the last change (at most 30 s):
+/// three primaries, each with a replica in sync, and no node failing or out of touch.
+async fn layout_turn() -> tokio::sync::MutexGuard<'static, ()> {
+    let turn = LAYOUT.lock().await;
+    let started = std::time::Instant::now();
+    loop {
+        let nodes: String = run(16410, &mut redis::cmd("CLUSTER").arg("NODES").clone()).await;
+        let lines: Vec<Vec<&str>> = nodes
+            .lines()
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        let healthy = lines.len() == 6
+            && lines
+                .iter()
+                .all(|f| !f[2].contains("fail") && f[7] == "connected");
+        let primaries: Vec<&str> = lines
+            .iter()
+            .filter(|f| f[2].contains("master") && f.len() > 8)
+            .map(|f| f[0])
+            .collect();
+        let covered = primaries.len() == 3
+            && primaries
+                .iter()
+                .all(|id| lines.iter().any(|f| f[2].contains("slave") && f[3] == *id));
+        if healthy && covered && replicas_in_sync(&lines).await {
+            return turn;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the cluster did not settle:\n{nodes}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
 
 /// `(node id, port)` of every primary, and the id of the primary serving `slot`.
 async fn primaries(slot: i64) -> (Vec<(String, u16)>, String) {
@@ -91,7 +144,7 @@ async fn move_slot(slot: i64) -> u16 {
 
 #[tokio::test]
 async fn a_held_lock_follows_its_slot_to_another_primary() {
-    let _turn = LAYOUT.lock().await;
+    let _turn = layout_turn().await;
     let lock = connect_or_explain(&cluster_url()).await;
     let name = unique("cluster-reshard");
     let opts = AcquireOptions::new()
@@ -136,19 +189,65 @@ async fn replica_of(id: &str) -> u16 {
         .expect("the primary has a replica")
 }
 
-#[tokio::test]
-async fn a_held_lock_survives_its_primarys_failover() {
-    let _turn = LAYOUT.lock().await;
+/// Undoes a signal to a cluster node when dropped: a stalled node resumes, a killed one is
+/// started again (it rejoins as its successor's replica).
+struct Revive(&'static str, u16);
+
+impl Drop for Revive {
+    fn drop(&mut self) {
+        let node = format!("redis-{}", self.1);
+        if self.0 == "KILL" {
+            services(&["start-one", &node]);
+        } else {
+            let pid = services(&["pid", &node]);
+            let _ = std::process::Command::new("kill")
+                .args(["-CONT", &pid])
+                .status();
+        }
+    }
+}
+
+/// How a test takes a held lock's primary away.
+#[derive(Clone, Copy)]
+enum Loss {
+    /// `CLUSTER FAILOVER` on the replica: coordinated, nothing lost.
+    Failover,
+    /// The primary lost without a word (`KILL`, or `STOP` past the cluster's node timeout with
+    /// its connections open): the cluster promotes the replica by itself.
+    Signal(&'static str),
+}
+
+/// A held lock's primary goes (`loss`); once the replica is promoted, the guard, whose grant
+/// the replica had acknowledged, renews there and stays held while the old primary is still
+/// gone. (A grant not yet replicated is lost in a failover: tests/sentinel.rs shows that cost
+/// and its remedies.) A killed primary is started again at the end, a stalled one resumed.
+async fn a_held_lock_survives_losing_its_primary(loss: Loss, ttl: Duration, then: Duration) {
+    let _turn = layout_turn().await;
     let lock = connect_or_explain(&cluster_url()).await;
-    let name = unique("cluster-failover");
-    let opts = AcquireOptions::new()
-        .ttl(Duration::from_secs(2))
-        .wait(Duration::from_secs(10));
+    let name = unique("cluster-lost-primary");
+    let opts = AcquireOptions::new().ttl(ttl).wait(Duration::from_secs(10));
     let g = lock.acquire(&name, &opts).await.unwrap();
     let slot: i64 = run(16410, redis::cmd("CLUSTER").arg("KEYSLOT").arg(&name)).await;
-    let (_, owner) = primaries(slot).await;
+    let (masters, owner) = primaries(slot).await;
+    let old = masters.iter().find(|(m, _)| *m == owner).unwrap().1;
     let replica = replica_of(&owner).await;
-    let _: () = run(replica, redis::cmd("CLUSTER").arg("FAILOVER")).await;
+    let acked: i64 = run(old, redis::cmd("WAIT").arg(1).arg(2000)).await;
+    assert_eq!(acked, 1, "the replica did not acknowledge the grant");
+    let _revive = match loss {
+        Loss::Failover => {
+            let _: () = run(replica, redis::cmd("CLUSTER").arg("FAILOVER")).await;
+            None
+        }
+        Loss::Signal(signal) => {
+            let pid = services(&["pid", &format!("redis-{old}")]);
+            let sent = std::process::Command::new("kill")
+                .args([&format!("-{signal}"), &pid])
+                .status()
+                .unwrap();
+            assert!(sent.success(), "kill -{signal} {pid}");
+            Some(Revive(signal, old))
+        }
+    };
     let started = std::time::Instant::now();
     loop {
         let role: Value = run(replica, &mut redis::cmd("ROLE")).await;
@@ -157,25 +256,47 @@ async fn a_held_lock_survives_its_primarys_failover() {
             break;
         }
         assert!(
-            started.elapsed() < Duration::from_secs(15),
+            started.elapsed() < Duration::from_secs(20),
             "no failover: {role:?}"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    // Three leases later the guard has renewed on the new primary.
-    tokio::time::sleep(Duration::from_secs(6)).await;
-    assert!(
-        !g.is_lost(),
-        "the lock was lost in its primary's failover: {g:?}"
-    );
+    tokio::time::sleep(then).await;
+    assert!(!g.is_lost(), "the lock was lost with its primary: {g:?}");
     let there: i64 = run(replica, redis::cmd("EXISTS").arg(&name)).await;
     assert_eq!(there, 1, "the lock is not on the new primary");
+    let other = connect_or_explain(&cluster_url()).await;
+    let quick = AcquireOptions::new().wait(Duration::ZERO);
+    assert!(
+        other.try_acquire(&name, &quick).await.unwrap().is_none(),
+        "a second holder on the new primary"
+    );
     let token = g.fencing_token();
     g.release().await.unwrap();
-    let other = connect_or_explain(&cluster_url()).await;
     let next = other.acquire(&name, &opts).await.unwrap();
     assert!(next.fencing_token() > token);
     next.release().await.unwrap();
+}
+
+/// Three leases after the promotion.
+#[tokio::test]
+async fn a_held_lock_survives_its_primarys_failover() {
+    let ttl = Duration::from_secs(2);
+    a_held_lock_survives_losing_its_primary(Loss::Failover, ttl, ttl * 3).await;
+}
+
+#[tokio::test]
+async fn a_held_lock_survives_its_primary_killed() {
+    let ttl = Duration::from_secs(10);
+    a_held_lock_survives_losing_its_primary(Loss::Signal("KILL"), ttl, ttl * 4 / 5).await;
+}
+
+/// A renewal reaches the new primary about two timeouts (3 s each) after the first one that
+/// met the stall: a 10 s lease rides it out.
+#[tokio::test]
+async fn a_held_lock_survives_its_primary_stalled() {
+    let ttl = Duration::from_secs(10);
+    a_held_lock_survives_losing_its_primary(Loss::Signal("STOP"), ttl, ttl * 4 / 5).await;
 }
 
 #[tokio::test]

@@ -4,7 +4,6 @@
 
 mod support;
 
-use std::process::Command;
 use std::time::Duration;
 
 use distlock_core::fault::FaultProxy;
@@ -95,19 +94,6 @@ async fn redlock_with_three_of_five_down_is_unavailable_and_leaves_nothing() {
             ports[i]
         );
     }
-}
-
-fn services(args: &[&str]) {
-    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
-    let out = Command::new(format!("{root}/scripts/services.sh"))
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "services.sh {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 struct Restart(&'static str);

@@ -17,6 +17,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
+use distlock_core::fault::FaultProxy;
 use distlock_core::{AcquireOptions, DistributedLock, LockError};
 use support::sentinel::SentinelSet;
 use support::*;
@@ -141,6 +142,59 @@ async fn waiters_follow_a_stalled_master_to_the_new_one() {
         quick >= 4,
         "only {quick} of 5 handoffs on the new master were woken by the release"
     );
+}
+
+/// A sentinel that stalls (its connections open, nothing answered: a paused process, a
+/// blackholed route) in front of healthy ones: neither `connect` nor following a failover waits
+/// out the timeout on it.
+#[tokio::test]
+async fn a_stalled_sentinel_holds_up_neither_connect_nor_a_failover() {
+    let mut set = SentinelSet::start().await;
+    let url = set.url("?timeout=5s");
+    let first = ports(&url)[0];
+    let stalled = FaultProxy::start(([127, 0, 0, 1], first).into())
+        .await
+        .unwrap();
+    stalled.blackhole();
+    let url = url.replacen(
+        &format!("127.0.0.1:{first}"),
+        &stalled.addr().to_string(),
+        1,
+    );
+    let started = Instant::now();
+    let lock = connect_or_explain(&url).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "connect waited {:?} on the stalled first sentinel (5 s timeout)",
+        started.elapsed()
+    );
+    let name = unique("sentinel-stalled");
+    lock.acquire(&name, &opts(Duration::from_secs(10)))
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    let old = set.master().await;
+    set.signal(old, "STOP");
+    let new = set.new_master(old).await;
+    // The client follows within a poll; a try still on the stalled old master ends at the
+    // core's 2 s bound. Asking the stalled sentinel first would cost 5 s a poll.
+    let known = Instant::now();
+    loop {
+        if let Ok(Some(g)) = lock.try_acquire(&name, &opts(Duration::ZERO)).await {
+            let on_new = run::<i64>(new, redis::cmd("EXISTS").arg(&name)).await == 1;
+            g.release().await.unwrap();
+            if on_new {
+                break;
+            }
+        }
+        assert!(
+            known.elapsed() < Duration::from_secs(4),
+            "not on {new} within 4 s of the failover"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 #[tokio::test]

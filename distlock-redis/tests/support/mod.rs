@@ -385,3 +385,18 @@ pub fn fenced_register(
     });
     (key, write, read)
 }
+
+/// `scripts/services.sh ARGS` (on the shared set); its output. Panics when it fails.
+pub fn services(args: &[&str]) -> String {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let out = std::process::Command::new(format!("{root}/scripts/services.sh"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "services.sh {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
