@@ -188,7 +188,9 @@ impl RedisLock {
     }
 
     /// The holder that a quorum of nodes names (the one node of a single instance), as
-    /// `inspect` reports it, or the foreign data a node found at one of the lock's keys.
+    /// `inspect` reports it, or the foreign data a node found at one of the lock's keys. Free
+    /// only when the nodes that did not answer could not make a quorum with any holder's;
+    /// otherwise unknown, so `Unavailable`.
     pub(crate) async fn quorum_view(
         &self,
         keys: &Keys,
@@ -206,8 +208,21 @@ impl RedisLock {
         // answering node's fencing counter.
         let mut holders = std::collections::HashMap::<String, (usize, Peek)>::new();
         let mut counters = Vec::new();
-        for p in peeks.into_iter().flatten() {
-            let p = match p.map_err(|e| map(e, &self.label, Some(name)))? {
+        let (mut silent, mut failure) = (0, None);
+        for p in peeks {
+            let p = match p {
+                Ok(Ok(p)) => p,
+                Ok(Err(e)) => {
+                    silent += 1;
+                    failure = Some(map(e, &self.label, Some(name)));
+                    continue;
+                }
+                Err(_) => {
+                    silent += 1;
+                    continue;
+                }
+            };
+            let p = match p {
                 Ok(p) => p,
                 Err(f) => return Ok(Err(f)),
             };
@@ -215,6 +230,21 @@ impl RedisLock {
             if let Some(owner) = p.owner.clone() {
                 holders.entry(owner).or_insert((0, p)).0 += 1;
             }
+        }
+        let named = holders.values().map(|(n, _)| *n).max().unwrap_or(0);
+        if named < self.cfg.quorum() && named + silent >= self.cfg.quorum() {
+            // The silent nodes may complete a holder's quorum: neither held nor free is known.
+            return Err(failure.unwrap_or_else(|| {
+                LockError::unavailable(
+                    &self.label,
+                    Some(name),
+                    format!(
+                        "{silent} of {} servers did not answer in {t:?}, too many to tell whether the lock is held",
+                        self.store.nodes().len()
+                    ),
+                    None,
+                )
+            }));
         }
         let token = holder_token(&mut counters, self.cfg.quorum());
         Ok(Ok(

@@ -130,3 +130,49 @@ async fn redlock_takes_turns_with_a_master_stalled_from_the_start() {
 async fn redlock_takes_turns_with_a_master_stalled_midway() {
     take_turns(HOLD * 3).await;
 }
+
+/// `inspect` answers what the masters that answered can tell: a holder named by a quorum of
+/// them, free when the silent ones could not complete anyone's quorum (before, any silent
+/// master made `inspect` fail), and otherwise `Unavailable` — never "free" while the masters
+/// that did not answer may complete a holder's quorum.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspect_never_says_free_while_silent_masters_may_hold_it() {
+    // A holds on masters 0, 1 and 2 only: its routes to 3 and 4 are cut while it acquires.
+    let (a_proxies, a_url) = redlock_proxies().await;
+    let a = connect_or_explain(&format!("{a_url}?timeout=1s")).await;
+    let name = unique("inspect-silent");
+    a_proxies[3].blackhole();
+    a_proxies[4].blackhole();
+    let g = a
+        .acquire(&name, &AcquireOptions::new().ttl(Duration::from_secs(30)))
+        .await
+        .unwrap();
+    let (b_proxies, b_url) = redlock_proxies().await;
+    let b = connect_or_explain(&format!("{b_url}?timeout=1s")).await;
+    assert_eq!(
+        b.inspect(&name).await.unwrap().fencing_token,
+        Some(g.fencing_token()),
+        "every master answers"
+    );
+    // Master 0 silent: 1 and 2 name A, 3 and 4 hold nothing; with 0, A may have its quorum.
+    b_proxies[0].blackhole();
+    match b.inspect(&name).await {
+        Err(distlock_core::LockError::Unavailable { .. }) => {}
+        other => panic!("one of A's masters silent: {other:?}"),
+    }
+    // Three silent: nobody can be named by a quorum of the two that answer.
+    b_proxies[1].blackhole();
+    b_proxies[2].blackhole();
+    match b.inspect(&name).await {
+        Err(distlock_core::LockError::Unavailable { .. }) => {}
+        other => panic!("three masters silent: {other:?}"),
+    }
+    b_proxies.iter().for_each(FaultProxy::heal);
+    a_proxies.iter().for_each(FaultProxy::heal);
+    g.release().await.unwrap();
+    // Masters 3 and 4 silent after the release: the three that answer name nobody, and the
+    // two silent ones cannot make a quorum with nobody.
+    b_proxies[3].blackhole();
+    b_proxies[4].blackhole();
+    assert!(!b.inspect(&name).await.unwrap().held, "free");
+}
