@@ -334,14 +334,14 @@ fn check_conformance_counts() -> Vec<String> {
 }
 
 fn check_chaos_summary() -> Vec<String> {
-    let (by, backends) = chaos_report("docs/chaos-report-2026-11-28.md");
+    let (by, backends) = chaos_report("docs/chaos-report-2026-11-29.md");
     let accepted: u64 = by.iter().map(|(_, s)| s.accepted).sum();
     let r = readme();
     let quoted = numbers_in(between(&r, "Scripted fault runs on ", " stale writes"));
     let want = vec![backends.len().to_string(), accepted.to_string()];
     assert_eq!(
         quoted, want,
-        "README: backends and stale writes accepted in docs/chaos-report-2026-11-28.md"
+        "README: backends and stale writes accepted in docs/chaos-report-2026-11-29.md"
     );
     want
 }
@@ -418,7 +418,7 @@ fn conformance_counts_are_the_suites() {
 #[test]
 fn chaos_figures_are_the_reports() {
     check_chaos_summary();
-    let (by, backends) = chaos_report("docs/chaos-report-2026-11-28.md");
+    let (by, backends) = chaos_report("docs/chaos-report-2026-11-29.md");
     let safety = read("docs/safety.md");
     let rows = table_after(&safety, "## Fault runs");
     let doc: Vec<&str> = rows.iter().map(|r| r[0].as_str()).collect();

@@ -7,6 +7,7 @@
 //! [`nemesis`] draws faults at random times from a seed (`scripts/chaos.sh --random`).
 
 pub mod backends;
+pub mod failovers;
 pub mod fenced;
 pub mod history;
 pub mod nemesis;

@@ -2,7 +2,8 @@
 
 use clap::{Parser, Subcommand};
 use distlock_chaos::services::ServiceSet;
-use distlock_chaos::{backends, nemesis, report, scenarios, store_faults};
+use distlock_chaos::{backends, failovers, nemesis, report, scenarios, store_faults};
+use nix::sys::signal::Signal;
 
 #[derive(Parser)]
 #[command(about = "distlock fault scenarios")]
@@ -229,6 +230,23 @@ async fn main() {
                 eprintln!("NOT RUN: follower cut: {e}");
             }
             Err(e) => failures.push(format!("follower cut: {e}")),
+        }
+    }
+    let chosen = |b: &str| args.backends.is_empty() || args.backends.iter().any(|x| x == b);
+    if chosen("redis-sentinel") {
+        for killed in [false, true] {
+            match failovers::sentinel_failover(pg, killed).await {
+                Ok(o) => rows.push(o),
+                Err(e) => failures.push(format!("sentinel failover: {e}")),
+            }
+        }
+    }
+    if chosen("redis-cluster") {
+        for signal in [Signal::SIGKILL, Signal::SIGSTOP] {
+            match failovers::cluster_primary_lost(pg, signal).await {
+                Ok(o) => rows.push(o),
+                Err(e) => failures.push(format!("cluster primary lost: {e}")),
+            }
         }
     }
     if args.backends.is_empty() || args.backends.iter().any(|b| b == "redis") {

@@ -36,9 +36,9 @@ fn ms_after(from: Instant, at: &[Instant]) -> Vec<f64> {
         .collect()
 }
 
-/// Two clients take turns on one name (hold 150 ms, writing) for `run`; `fault` starts 1.5 s
-/// in. Acquire errors while the store recovers are counted, not fatal.
-async fn contend_through<F, Fut>(
+/// Two clients take turns on one name (hold 150 ms, writing) for `run`; `fault` (given the
+/// name) starts 1.5 s in. Acquire errors while the store recovers are counted, not fatal.
+pub(crate) async fn contend_through<F, Fut>(
     t: &Target,
     url: &str,
     pg: &str,
@@ -47,7 +47,7 @@ async fn contend_through<F, Fut>(
     fault: F,
 ) -> Result<Outcome, String>
 where
-    F: FnOnce() -> Fut,
+    F: FnOnce(String) -> Fut,
     Fut: Future<Output = Result<String, String>>,
 {
     let res = resource(pg, scenario.split(' ').next().unwrap_or("store"), t).await?;
@@ -93,7 +93,7 @@ where
     }
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let fault_at = Instant::now();
-    let what = fault().await?;
+    let what = fault(name).await?;
     let (mut acquisitions, mut errors, mut lost) = (0, 0, Vec::new());
     for task in tasks {
         let (n, e, l) = task.await.map_err(|e| e.to_string())?;
@@ -131,7 +131,7 @@ pub async fn leader_killed(t: &Target, pg: &str) -> Result<Outcome, String> {
             "leader killed (3-node ensemble)"
         },
         Duration::from_secs(9),
-        || async move {
+        |_| async move {
             let member = if etcd {
                 format!("etcd-{}", ServiceSet::from_env()?.etcd_leader()?)
             } else {
@@ -158,7 +158,7 @@ pub async fn redlock_master_restarted(t: &Target, pg: &str) -> Result<Outcome, S
         pg,
         "one master restarted empty",
         Duration::from_secs(6),
-        || async move {
+        |_| async move {
             let member = format!("redis-{port}");
             let restart = Restart::new(ServiceSet::from_env()?, &member);
             services(&["stop-one", &member])?;
@@ -416,7 +416,7 @@ pub async fn store_paused(t: &Target, pg: &str) -> Result<Outcome, String> {
         pg,
         "store process paused (SIGSTOP 2.5 s)",
         Duration::from_secs(8),
-        || pause_process(&member, Duration::from_millis(2500)),
+        |_| pause_process(&member, Duration::from_millis(2500)),
     )
     .await
 }
@@ -438,7 +438,7 @@ pub async fn database_restarted(t: &Target, pg: &str) -> Result<Outcome, String>
         pg,
         "database SIGKILLed and restarted",
         Duration::from_secs(12),
-        || async {
+        |_| async {
             let pid: i32 = services(&["pid", "mysql"])?
                 .trim()
                 .parse()
