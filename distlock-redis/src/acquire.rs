@@ -169,7 +169,7 @@ pub(crate) async fn acquire<R: Rounds>(
         .then(|| already_subscribed(subscribers, &keys.channel, &token))
         .flatten();
     // Whatever an interrupted attempt or a departed waiter left behind is removed.
-    let armed = cleanup(rounds, &keys, &token);
+    let mut armed = cleanup(rounds, &keys, &token);
     let mut first_failure: Option<Instant> = None;
     // Releases that handed us the lock on a quorum of nodes: its fencing token, and when the
     // round that last refreshed our queue places started.
@@ -203,19 +203,10 @@ pub(crate) async fn acquire<R: Rounds>(
                 token: fence,
                 validity,
             } => {
-                let started =
-                    guard(rounds, &keys, &token, name, fence, opts, started, validity).await;
-                match started {
-                    Ok(g) => {
-                        armed.disarm();
-                        return Ok(Some(g));
-                    }
-                    // The reply came too late to be useful: try again while the wait allows.
-                    Err(_) if !try_only && !deadline.expired() => continue,
-                    Err(e) => {
-                        armed.run_now().await;
-                        return Err(e);
-                    }
+                let made = guard(rounds, &keys, &token, name, fence, opts, started, validity).await;
+                match armed.after_grant(made, try_only, &deadline).await {
+                    Some(done) => return done,
+                    None => continue,
                 }
             }
             Round::Held {
@@ -224,13 +215,8 @@ pub(crate) async fn acquire<R: Rounds>(
                 seen,
             } => {
                 handoff::waited();
-                if try_only {
-                    armed.disarm();
-                    return Ok(None);
-                }
-                if deadline.expired() {
-                    armed.run_now().await;
-                    return Ok(None);
+                if let Some(done) = armed.after_refusal(try_only, &deadline).await {
+                    return done;
                 }
                 let Some(waits) = waits.as_ref() else {
                     waits =

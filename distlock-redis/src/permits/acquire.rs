@@ -48,7 +48,7 @@ pub(crate) async fn acquire(
 ) -> Result<Option<LockGuard>, LockError> {
     let deadline = Deadline::after(opts.wait);
     let (n, k, m) = (node.clone(), req.keys.clone(), req.member.clone());
-    let armed = CleanupOnDrop::new(move || {
+    let mut armed = CleanupOnDrop::new(move || {
         Box::pin(async move {
             let _ = calls::release(&n, &k, &m).await;
             let _ = calls::leave(&n, &k, &m).await;
@@ -60,18 +60,13 @@ pub(crate) async fn acquire(
         let started = Instant::now();
         let granted = attempt(node, &req, opts.ttl, queue).await?;
         let first_expiry_ms = match granted {
-            Granted::Yes(token) => match admitted(node, &req, token, opts, started).await {
-                Ok(g) => {
-                    armed.disarm();
-                    return Ok(Some(g));
+            Granted::Yes(token) => {
+                let made = admitted(node, &req, token, opts, started).await;
+                match armed.after_grant(made, try_only, &deadline).await {
+                    Some(done) => return done,
+                    None => continue,
                 }
-                // The reply came too late to be useful: try again while the wait allows.
-                Err(_) if !try_only && !deadline.expired() => continue,
-                Err(e) => {
-                    armed.run_now().await;
-                    return Err(e);
-                }
-            },
+            }
             Granted::No { first_expiry_ms } => first_expiry_ms,
             Granted::OtherCount(have) => {
                 armed.run_now().await;
@@ -85,13 +80,8 @@ pub(crate) async fn acquire(
             }
         };
         handoff::waited();
-        if try_only {
-            armed.disarm();
-            return Ok(None);
-        }
-        if deadline.expired() {
-            armed.run_now().await;
-            return Ok(None);
+        if let Some(done) = armed.after_refusal(try_only, &deadline).await {
+            return done;
         }
         // Subscribed once the first attempt is refused, then one more attempt at once so a
         // release in between is not missed.

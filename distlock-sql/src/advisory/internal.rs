@@ -68,10 +68,9 @@ impl AdvisoryLock {
                 (r, s) => r.or(s),
             };
             let nowait = try_only || deadline.remaining().is_some_and(|r| r.is_zero());
-            match self.lock(session, (name, key), remaining, nowait).await {
-                Ok(true) => return Ok(true),
-                Ok(false) | Err(Failure::Busy | Failure::Retry) => {}
-                Err(Failure::Error(e)) => return Err(e),
+            let outcome = self.lock(session, (name, key), remaining, nowait).await;
+            if Failure::or_not_now(outcome)? {
+                return Ok(true);
             }
             if nowait || deadline.expired() {
                 return Ok(false);

@@ -57,7 +57,7 @@ pub(crate) async fn acquire(
 ) -> Result<Option<LockGuard>, LockError> {
     let deadline = Deadline::after(opts.wait);
     let gone = who.clone();
-    let armed = CleanupOnDrop::new(move || {
+    let mut armed = CleanupOnDrop::new(move || {
         Box::pin(async move {
             let _ = gone.forget().await;
         })
@@ -97,28 +97,19 @@ pub(crate) async fn acquire(
                     ask.max.unwrap_or(0),
                 ));
             }
-            Ok(Admission::Granted(token)) => match admitted(&who, token, opts, sent).await {
-                Ok(g) => {
-                    armed.disarm();
-                    return Ok(Some(g));
+            Ok(Admission::Granted(token)) => {
+                let made = admitted(&who, token, opts, sent).await;
+                match armed.after_grant(made, try_only, &deadline).await {
+                    Some(done) => return done,
+                    None => continue,
                 }
-                Err(_) if !try_only && !deadline.expired() => continue,
-                Err(e) => {
-                    armed.run_now().await;
-                    return Err(e);
-                }
-            },
+            }
             Ok(Admission::Waiting { first_expiry_ms }) => first_expiry_ms,
         };
         distlock_core::backend::handoff::waited();
         retries = 0;
-        if try_only {
-            armed.disarm();
-            return Ok(None);
-        }
-        if deadline.expired() {
-            armed.run_now().await;
-            return Ok(None);
+        if let Some(done) = armed.after_refusal(try_only, &deadline).await {
+            return done;
         }
         poll(
             &who,
