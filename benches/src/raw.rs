@@ -3,6 +3,7 @@
 use std::str::FromStr;
 
 use redis::aio::MultiplexedConnection;
+use redis::cluster_async::ClusterConnection;
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::{AnyPool, AssertSqlSafe};
 
@@ -25,9 +26,12 @@ pub enum RawClient {
         client: Box<etcd_client::Client>,
         lease: i64,
     },
-    /// Redis: SET NX PX + compare-and-delete, on every node concurrently.
+    /// Redis: SET NX PX + compare-and-delete, on every node concurrently (on a cluster, through
+    /// the cluster connection, which sends both to the key's primary; `nodes` holds the first
+    /// seed, for the version).
     Redis {
         nodes: Vec<MultiplexedConnection>,
+        cluster: Option<ClusterConnection>,
         del: redis::Script,
     },
 }
@@ -154,7 +158,25 @@ impl RawClient {
                 let del = redis::Script::new(
                     "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
                 );
-                Ok(RawClient::Redis { nodes, del })
+                let cluster = if t.url.starts_with("redis+cluster://") {
+                    let seeds = hosts.split(',').map(|h| format!("redis://{h}"));
+                    let client = redis::cluster::ClusterClient::new(seeds.collect::<Vec<_>>())
+                        .map_err(|e| e.to_string())?;
+                    nodes.truncate(1);
+                    Some(
+                        client
+                            .get_async_connection()
+                            .await
+                            .map_err(|e| e.to_string())?,
+                    )
+                } else {
+                    None
+                };
+                Ok(RawClient::Redis {
+                    nodes,
+                    cluster,
+                    del,
+                })
             }
         }
     }
@@ -263,20 +285,17 @@ impl RawClient {
                     .map(drop)
                     .map_err(|e| e.to_string())
             }
-            RawClient::Redis { nodes, del } => {
-                let one = |mut c: MultiplexedConnection| async move {
-                    let _: Option<String> = redis::cmd("SET")
-                        .arg(name)
-                        .arg("raw")
-                        .arg("NX")
-                        .arg("PX")
-                        .arg(30_000)
-                        .query_async(&mut c)
-                        .await?;
-                    let _: i64 = del.key(name).arg("raw").invoke_async(&mut c).await?;
-                    Ok::<(), redis::RedisError>(())
-                };
-                let results = futures::future::join_all(nodes.iter().cloned().map(one)).await;
+            RawClient::Redis {
+                cluster: Some(c),
+                del,
+                ..
+            } => set_del(c.clone(), name, del)
+                .await
+                .map_err(|e| e.to_string()),
+            RawClient::Redis { nodes, del, .. } => {
+                let results =
+                    futures::future::join_all(nodes.iter().map(|c| set_del(c.clone(), name, del)))
+                        .await;
                 results
                     .into_iter()
                     .collect::<Result<Vec<()>, _>>()
@@ -321,6 +340,24 @@ impl RawClient {
             }
         }
     }
+}
+
+/// Redis's lock primitive: `SET NX PX`, then the compare-and-delete script.
+async fn set_del(
+    mut c: impl redis::aio::ConnectionLike,
+    name: &str,
+    del: &redis::Script,
+) -> redis::RedisResult<()> {
+    let _: Option<String> = redis::cmd("SET")
+        .arg(name)
+        .arg("raw")
+        .arg("NX")
+        .arg("PX")
+        .arg(30_000)
+        .query_async(&mut c)
+        .await?;
+    let _: i64 = del.key(name).arg("raw").invoke_async(&mut c).await?;
+    Ok(())
 }
 
 /// `http://host:port` endpoints of an `etcd://` URL.

@@ -44,6 +44,7 @@ pub fn all_service_urls() -> Vec<String> {
         "mysql://root@127.0.0.1:13306/distlock?mode=advisory".into(),
         "redis://127.0.0.1:16379".into(),
         redis_tls_url(),
+        "redis+cluster://127.0.0.1:16410,127.0.0.1:16411,127.0.0.1:16412".into(),
         "redlock://127.0.0.1:17001,127.0.0.1:17002,127.0.0.1:17003,127.0.0.1:17004,127.0.0.1:17005"
             .into(),
         "zk://127.0.0.1:12181".into(),
@@ -85,6 +86,7 @@ pub fn target(url: &str) -> Result<Target, LockError> {
         }
         "redis" => ("redis".to_owned(), Raw::RedisSetDel),
         "rediss" => ("redis-tls".to_owned(), Raw::RedisSetDel),
+        "redis+cluster" => ("redis-cluster".to_owned(), Raw::RedisSetDel),
         "redlock" => ("redlock".to_owned(), Raw::RedisSetDel),
         "zk" | "zookeeper" => ("zookeeper".to_owned(), Raw::ZkCreateDelete),
         "etcd" => {
@@ -140,6 +142,7 @@ mod tests {
             "mysql-advisory",
             "redis",
             "redis-tls",
+            "redis-cluster",
             "redlock",
             "zookeeper",
             #[cfg(feature = "etcd")]
