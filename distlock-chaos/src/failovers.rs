@@ -16,10 +16,10 @@ use crate::services::ServiceSet;
 use crate::store_faults::contend_through;
 use crate::undo::{Restart, Resume};
 
-/// `redis-cli -p PORT ARGS…`: its output; an error reply is an error.
+/// `redis-cli -p PORT ARGS…` (given 5 s): its output; an error reply is an error.
 fn redis_cli(port: u16, args: &[&str]) -> Result<String, String> {
-    let out = std::process::Command::new("redis-cli")
-        .arg("-p")
+    let out = std::process::Command::new("timeout")
+        .args(["5", "redis-cli", "-p"])
         .arg(port.to_string())
         .args(args)
         .output()
@@ -150,12 +150,21 @@ pub async fn cluster_primary_lost(pg: &str, signal: Signal) -> Result<Outcome, S
                 .map_err(|e| format!("CLUSTER KEYSLOT: {e}"))?;
             let nodes = redis_cli(ports[0], &["cluster", "nodes"])?;
             let (old, replica) = primary_and_replica(&nodes, slot)?;
+            // A replica that just rejoined (the row before killed its primary) must be in
+            // sync, or the cluster will not promote it.
+            until("the replica in sync", || {
+                Ok(redis_cli(replica, &["role"])?.lines().nth(3) == Some("connected"))
+            })
+            .await?;
             let member = format!("redis-{old}");
             let pid: i32 = (set.run(&["pid", &member])?.trim().parse())
                 .map_err(|_| format!("no pid for {member}"))?;
-            let restart = (signal == Signal::SIGKILL).then(|| Restart::new(set, &member));
             kill(Pid::from_raw(pid), signal).map_err(|e| e.to_string())?;
-            let resume = Resume(vec![Pid::from_raw(pid)]);
+            let (restart, resume) = if signal == Signal::SIGKILL {
+                (Some(Restart::new(set, &member)), None)
+            } else {
+                (None, Some(Resume(vec![Pid::from_raw(pid)])))
+            };
             let took = until("the replica's promotion", || Ok(is_master(replica))).await?;
             tokio::time::sleep(Duration::from_secs(2)).await;
             drop(resume);

@@ -200,6 +200,25 @@ fn client(cfg: &RedisConfig, addr: &HostPort, label: &str) -> Result<Client, Loc
     })
 }
 
+/// How long a call may go unanswered before a caller that gives up on it marks its node
+/// stalled ([`Node::within`]).
+const UNANSWERED: Duration = Duration::from_secs(1);
+
+/// Marks `node` stalled when dropped at or after `after` (`None`: the call it watches ended):
+/// the call was abandoned unanswered.
+struct MarkIfAbandoned<'a> {
+    node: &'a Node,
+    after: Option<tokio::time::Instant>,
+}
+
+impl Drop for MarkIfAbandoned<'_> {
+    fn drop(&mut self) {
+        if self.after.is_some_and(|a| tokio::time::Instant::now() >= a) {
+            self.node.heard(true);
+        }
+    }
+}
+
 /// A connection to the cluster through `seeds`, which reads the slot map from them; within
 /// `cfg.timeout` twice over.
 pub(crate) async fn cluster_conn(
@@ -418,14 +437,21 @@ impl Node {
     }
 
     /// `call` on this node bounded by `t`, recording whether the node failed to answer: it
-    /// timed out (here, or as the connection's own response timeout) or the connection failed.
-    /// Only a reply from the server (an error reply included) clears the mark.
+    /// timed out (here, or as the connection's own response timeout), the connection failed,
+    /// or the caller gave up on it after [`UNANSWERED`] or `t` (a try or a renewal cut off at
+    /// its own bound, shorter than `t`). Only a reply from the server (an error reply included)
+    /// clears the mark.
     pub(crate) async fn within<T>(
         &self,
         t: Duration,
         call: impl std::future::Future<Output = RedisResult<T>>,
     ) -> Result<RedisResult<T>, tokio::time::error::Elapsed> {
+        let mut abandoned = MarkIfAbandoned {
+            node: self,
+            after: Some(tokio::time::Instant::now() + t.min(UNANSWERED)),
+        };
         let reply = tokio::time::timeout(t, call).await;
+        abandoned.after = None;
         self.heard(match &reply {
             Err(_) => true,
             Ok(Err(e)) => e.is_timeout() || e.is_io_error() || e.is_connection_dropped(),

@@ -78,7 +78,16 @@ pub(crate) async fn list_held(
         .buffered(CHECKS_IN_FLIGHT);
     let mut found = Vec::new();
     while let Some((name, view)) = checks.next().await {
-        match view? {
+        let view = match view {
+            // Too many servers silent to tell this name's state (a Redlock master down):
+            // skipped, and the page says it may be incomplete.
+            Err(LockError::Unavailable { .. }) if lock.nodes().len() > 1 => {
+                cut_short = true;
+                continue;
+            }
+            view => view?,
+        };
+        match view {
             // Distlock's own: held by a quorum, with a fencing counter beside the key and a
             // lease (a key without expiry is someone else's value).
             Ok(info) if info.held && info.fencing_token.is_some() && info.expires_in.is_some() => {

@@ -15,6 +15,7 @@ use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Client, Value};
 use tokio::sync::Mutex;
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 
 use crate::config::RedisConfig;
 use crate::error::map;
@@ -23,20 +24,24 @@ use crate::node::{text, Node};
 /// How often the sentinels are asked whether the master moved.
 pub(crate) const POLL: Duration = Duration::from_millis(500);
 
+/// How long the other sentinels' answers are awaited once one named a master.
+const LATE: Duration = Duration::from_millis(50);
+
 /// The sentinels of one master set.
 pub(crate) struct Sentinels {
     cfg: RedisConfig,
     name: String,
     label: String,
-    /// One connection per sentinel, opened on first use and again after a failure.
-    conns: Mutex<Vec<Option<MultiplexedConnection>>>,
+    /// One connection per sentinel, opened on first use and again after a failure, and when
+    /// it last answered (or was opened).
+    conns: Mutex<Vec<(Option<MultiplexedConnection>, Instant)>>,
 }
 
 impl Sentinels {
     pub(crate) fn new(cfg: &RedisConfig, label: &str) -> Sentinels {
         Sentinels {
             name: cfg.master_name.clone().unwrap_or_default(),
-            conns: Mutex::new(vec![None; cfg.nodes.len()]),
+            conns: Mutex::new(vec![(None, Instant::now()); cfg.nodes.len()]),
             cfg: cfg.clone(),
             label: label.to_owned(),
         }
@@ -44,20 +49,24 @@ impl Sentinels {
 
     /// The master the first sentinel to answer names. Every sentinel is asked at once, so a
     /// stalled one (its connection open, nothing answered) costs nothing while another answers;
-    /// a sentinel that had not answered by then is asked on a new connection next time, so no
-    /// request waits on a connection that may never answer.
+    /// a connection that has not answered for `timeout` is replaced, so requests do not pile up
+    /// on one that may never answer.
     async fn ask(&self) -> Result<HostPort, LockError> {
         let mut conns = self.conns.lock().await;
-        let mut answered = vec![false; conns.len()];
         let first = {
             let asks = conns
                 .iter_mut()
                 .zip(&self.cfg.nodes)
-                .zip(answered.iter_mut())
-                .map(|((slot, sentinel), answered)| {
+                .map(|((slot, heard), sentinel)| {
                     Box::pin(async move {
+                        if heard.elapsed() >= self.cfg.timeout {
+                            *slot = None;
+                        }
+                        if slot.is_none() {
+                            *heard = Instant::now();
+                        }
                         let reply = self.ask_one(sentinel, slot).await;
-                        *answered = true;
+                        *heard = Instant::now();
                         match reply {
                             Ok(Some(master)) => Ok(master),
                             Ok(None) => Err(format!(
@@ -71,15 +80,16 @@ impl Sentinels {
                         }
                     })
                 });
-            futures::future::select_ok(asks)
-                .await
-                .map(|(master, _)| master)
-        };
-        for (slot, answered) in conns.iter_mut().zip(answered) {
-            if !answered {
-                *slot = None;
+            match futures::future::select_ok(asks).await {
+                Ok((master, others)) => {
+                    // The others' answers, a moment later, keep their connections (a stalled
+                    // sentinel's never comes).
+                    let _ = tokio::time::timeout(LATE, futures::future::join_all(others)).await;
+                    Ok(master)
+                }
+                Err(last) => Err(last),
             }
-        }
+        };
         first.map_err(|last| {
             LockError::unavailable(
                 &self.label,
