@@ -141,8 +141,11 @@ impl RawClient {
                     .next()
                     .unwrap_or("");
                 let hosts = authority.rsplit('@').next().unwrap_or("");
+                let cluster = t.url.starts_with("redis+cluster://");
                 let mut nodes = Vec::new();
-                for h in hosts.split(',') {
+                // A cluster's commands go through its own connection: the first seed alone
+                // gets a plain one (for the version).
+                for h in hosts.split(',').take(if cluster { 1 } else { usize::MAX }) {
                     let client = if t.url.starts_with("rediss://") {
                         tls_client(&t.url, h)?
                     } else {
@@ -158,11 +161,10 @@ impl RawClient {
                 let del = redis::Script::new(
                     "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
                 );
-                let cluster = if t.url.starts_with("redis+cluster://") {
+                let cluster = if cluster {
                     let seeds = hosts.split(',').map(|h| format!("redis://{h}"));
                     let client = redis::cluster::ClusterClient::new(seeds.collect::<Vec<_>>())
                         .map_err(|e| e.to_string())?;
-                    nodes.truncate(1);
                     Some(
                         client
                             .get_async_connection()

@@ -211,7 +211,8 @@ impl RedisLock {
         let (mut silent, mut failure) = (0, None);
         for p in peeks {
             let p = match p {
-                Ok(Ok(p)) => p,
+                Ok(Ok(Ok(p))) => p,
+                Ok(Ok(Err(f))) => return Ok(Err(f)),
                 Ok(Err(e)) => {
                     silent += 1;
                     failure = Some(map(e, &self.label, Some(name)));
@@ -221,10 +222,6 @@ impl RedisLock {
                     silent += 1;
                     continue;
                 }
-            };
-            let p = match p {
-                Ok(p) => p,
-                Err(f) => return Ok(Err(f)),
             };
             counters.extend(p.counter);
             if let Some(owner) = p.owner.clone() {

@@ -28,6 +28,12 @@ fn opts(wait: Duration) -> AcquireOptions {
     AcquireOptions::new().ttl(TTL).wait(wait)
 }
 
+/// Takes `name` and gives it back (on the master the client works on now).
+async fn take_and_release(lock: &dyn DistributedLock, name: &str) {
+    let g = lock.acquire(name, &opts(Duration::from_secs(10))).await;
+    g.unwrap().release().await.unwrap();
+}
+
 /// Holds replication back, has `a` take `name` on the master alone, kills the master and
 /// drops what was held back, until the sentinels promote a replica: the acquisition's result
 /// and instant, and the new master's port.
@@ -51,12 +57,7 @@ async fn a_failover_is_followed() {
     let set = SentinelSet::start().await;
     let lock = connect_or_explain(&set.url("")).await;
     let name = unique("sentinel-follow");
-    lock.acquire(&name, &opts(Duration::from_secs(10)))
-        .await
-        .unwrap()
-        .release()
-        .await
-        .unwrap();
+    take_and_release(&*lock, &name).await;
     let old = set.master().await;
     set.failover().await;
     let new = set.new_master(old).await;
@@ -169,12 +170,7 @@ async fn a_stalled_sentinel_holds_up_neither_connect_nor_a_failover() {
         started.elapsed()
     );
     let name = unique("sentinel-stalled");
-    lock.acquire(&name, &opts(Duration::from_secs(10)))
-        .await
-        .unwrap()
-        .release()
-        .await
-        .unwrap();
+    take_and_release(&*lock, &name).await;
     let old = set.master().await;
     set.signal(old, "STOP");
     let new = set.new_master(old).await;
@@ -240,12 +236,7 @@ async fn replicas_refuse_a_grant_the_replicas_did_not_acknowledge() {
     let url = set.url("?replicas=1&timeout=2s");
     let a = connect_or_explain(&url).await;
     let name = unique("sentinel-wait");
-    a.acquire(&name, &opts(Duration::from_secs(10)))
-        .await
-        .unwrap()
-        .release()
-        .await
-        .unwrap();
+    take_and_release(&*a, &name).await;
     let (got, _, new) = grant_then_lose_the_master(&mut set, &*a, &name).await;
     let e = got.expect_err("a grant no replica acknowledged was handed out");
     assert!(
