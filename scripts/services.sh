@@ -206,6 +206,7 @@ sentinel_up() {
   done
   sentinel_all_ok && return 0
   sentinel_stop_all
+  for p in "${SENTINEL_REDIS_PORTS[@]}"; do rm -f "$DIR/redis-$p/dump.rdb"; done
   local master=${SENTINEL_REDIS_PORTS[0]}
   redis_start "$master"
   for p in "${SENTINEL_REDIS_PORTS[@]:1}"; do redis_start "$p" --replicaof 127.0.0.1 "$master"; done
@@ -243,7 +244,8 @@ cluster_up() {
   local p pid
   for p in "${CLUSTER_PORTS[@]}"; do pid=$(pidof_file "$(redis_pidfile "$p")"); [ -n "$pid" ] && resumed "$pid"; done
   cluster_ok && return 0
-  for p in "${CLUSTER_PORTS[@]}"; do redis_stop "$p"; rm -f "$DIR/redis-$p/nodes.conf"; done
+  # A replica keeps what it synced in dump.rdb; loaded again, it makes the node "not empty".
+  for p in "${CLUSTER_PORTS[@]}"; do redis_stop "$p"; rm -f "$DIR/redis-$p/nodes.conf" "$DIR/redis-$p/dump.rdb"; done
   for p in "${CLUSTER_PORTS[@]}"; do
     redis_start "$p"
   done
