@@ -15,19 +15,20 @@
 //! * `redis+cluster://[user:pass@]n1:p1,n2:p2,…`: a Redis Cluster, reached through any of
 //!   the seed nodes; redis-rs follows `MOVED`/`ASK` redirections and topology changes. Every
 //!   key of one lock shares the lock key's hash slot (`keys.rs`), so each script runs on the
-//!   slot's primary. A primary failover costs what a Sentinel failover costs, and neither
-//!   `replicas=` nor `lock_delay=` is offered here yet (their `WAIT` and keys are not
-//!   slot-bound). No TLS to a cluster yet; `ls` is not offered (it would see one node).
-//! * `replicas=N` (single or Sentinel): a grant or renewal counts only once `N` replicas have
+//!   slot's primary. A primary failover costs what a Sentinel failover costs, and is
+//!   mitigated the same ways (below). No TLS to a cluster yet; `ls` is not offered (it would
+//!   see one node).
+//! * `replicas=N` (single, Sentinel or Cluster): a grant or renewal counts only once `N` replicas have
 //!   acknowledged it (`WAIT N timeout` in the same pipeline as the script); one acknowledged
 //!   by fewer is given back and reported as [`LockError::Unavailable`]. It keeps a lock from
 //!   being lost by a failover that promotes a replica the grant had not reached.
-//! * `lock_delay=DUR` (single or Sentinel): a master distlock has not granted on before (a
+//! * `lock_delay=DUR` (single, Sentinel or Cluster): a master distlock has not granted on before (a
 //!   promoted replica, or a restarted server that lost its data) grants nothing for `DUR`
 //!   (make it at least the longest lease in use), so a holder whose grant the failover lost
 //!   has run out of lease before anyone else is granted. Recorded in the server's keys
 //!   `distlock\0epoch` (its run id) and `distlock\0quiet`; the first lock on a fresh server
-//!   waits `DUR` too.
+//!   waits `DUR` too. On a cluster the record is per hash slot (`keys.rs`): the first grant in
+//!   each slot on a primary not granted on before waits `DUR`.
 //! * `prefix=…`: prepended to every lock name to form its key (default empty). It must not
 //!   contain a NUL byte: distlock's own keys beside a lock are told apart from lock keys by one
 //!   (see the crate's key layout).
@@ -271,14 +272,8 @@ impl RedisConfig {
             )),
             Topology::Redlock if self.replicas > 0 || self.lock_delay.is_some() => {
                 Err(LockError::invalid_config(
-                    "replicas= and lock_delay= are for a single master (redis://, rediss://, \
-                     redis+sentinel://): Redlock's masters are independent, without replicas",
-                ))
-            }
-            Topology::Cluster if self.replicas > 0 || self.lock_delay.is_some() => {
-                Err(LockError::invalid_config(
-                    "replicas= and lock_delay= are not offered on a Redis Cluster yet (use \
-                     fencing tokens: see docs/safety.md, Redis Cluster)",
+                    "replicas= and lock_delay= are for a master with replicas (redis://, rediss://, \
+                     redis+sentinel://, redis+cluster://): Redlock's masters are independent, without replicas",
                 ))
             }
             Topology::Cluster if self.db != 0 => Err(LockError::invalid_config(
@@ -429,13 +424,15 @@ mod tests {
             ("redis://h?eviction=maybe", "eviction=maybe"),
             ("redis+sentinel://a:1,b:2", "no master set"),
             ("redis+cluster://a:1,b:2/3", "database 0"),
-            ("redis+cluster://a:1?replicas=1", "not offered"),
             ("redis+cluster://a:1?tls=on", "not supported"),
             ("redis+sentinel://a:1/m/x", "\"x\""),
             ("redis+sentinel://a:1/m?tls=on", "not supported"),
             ("redis://h?replicas=two", "replicas=two"),
-            ("redlock://a:1,b:2,c:3?replicas=1", "single master"),
-            ("redlock://a:1,b:2,c:3?lock_delay=5s", "single master"),
+            ("redlock://a:1,b:2,c:3?replicas=1", "master with replicas"),
+            (
+                "redlock://a:1,b:2,c:3?lock_delay=5s",
+                "master with replicas",
+            ),
         ] {
             let e = RedisConfig::from_url(bad).unwrap_err();
             assert!(matches!(e, LockError::InvalidConfig(_)), "{bad}");

@@ -32,8 +32,19 @@
 //! `redlock/fence.rs`).
 //!
 //! All of a lock's keys carry `L` as a Redis Cluster hash tag, so they share the lock key's slot
-//! whenever `L` contains no `{`/`}` (distlock does not run on Redis Cluster; the naming keeps a
-//! future Cluster mode possible).
+//! whenever `L` contains no `{`/`}` (a name whose braces split them is refused on a cluster).
+//!
+//! # `lock_delay=`'s keys
+//! A master's record (its run id) and quiet time: `distlock\0epoch` and `distlock\0quiet` on
+//! one server; on a cluster one pair per hash slot, `{T}\0epoch` and `{T}\0quiet` with `T` a
+//! tag of that slot (`distlock:N`, the first `N` that hashes there), so the acquire script
+//! touches keys of the lock's slot only. Neither suffix is one of a lock's, and lock keys have
+//! no NUL, so these keys are no lock's.
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use redis::cluster_routing::Slot;
 
 /// The keys and channel of one lock.
 #[derive(Clone, Debug)]
@@ -68,6 +79,34 @@ impl Keys {
             _ => "a key distlock uses",
         }
     }
+}
+
+/// The keys `lock_delay=` keeps for the server or, on a cluster, the hash slot of `lock`:
+/// `(epoch, quiet)` (see the module's doc).
+pub(crate) fn quiet_keys(lock: &str, cluster: bool) -> (String, String) {
+    if !cluster {
+        return ("distlock\0epoch".into(), "distlock\0quiet".into());
+    }
+    let tag = slot_tag(Slot::for_key(lock));
+    (format!("{{{tag}}}\0epoch"), format!("{{{tag}}}\0quiet"))
+}
+
+/// `distlock:N` for the first `N` whose key hashes to `slot` (every slot has one below
+/// 200,000; the table is built once, in a few ms).
+fn slot_tag(slot: Slot) -> &'static str {
+    static TAGS: OnceLock<HashMap<Slot, String>> = OnceLock::new();
+    let tags = TAGS.get_or_init(|| {
+        let mut tags = HashMap::with_capacity(16384);
+        for n in 0..1_000_000u32 {
+            let tag = format!("distlock:{n}");
+            tags.entry(Slot::for_key(&tag)).or_insert(tag);
+            if tags.len() == 16384 {
+                break;
+            }
+        }
+        tags
+    });
+    tags.get(&slot).map_or("distlock:0", String::as_str)
 }
 
 /// The part of `key` Redis Cluster hashes to pick its slot: the first `{…}` with something
@@ -111,6 +150,30 @@ mod tests {
         for split in ["{slot}", "${x}", "x}", "{}", "a{}b{c}"] {
             assert!(!super::one_slot(split), "{split}");
         }
+    }
+
+    #[test]
+    fn a_clusters_quiet_keys_share_the_locks_slot() {
+        use redis::cluster_routing::Slot;
+        for lock in ["x", "a:b", "ключ", "p:{", "distlock:7"] {
+            let (epoch, quiet) = super::quiet_keys(lock, true);
+            assert_eq!(
+                Slot::for_key(&epoch),
+                Slot::for_key(lock),
+                "{lock} {epoch:?}"
+            );
+            assert_eq!(
+                Slot::for_key(&quiet),
+                Slot::for_key(lock),
+                "{lock} {quiet:?}"
+            );
+        }
+        // Every slot has its tag.
+        for slot in 0..16384u16 {
+            let tag = super::slot_tag(Slot::new(slot).unwrap());
+            assert_eq!(Slot::for_key(tag), Slot::new(slot).unwrap(), "{slot}");
+        }
+        assert_eq!(super::quiet_keys("x", false).0, "distlock\0epoch");
     }
 
     #[test]

@@ -19,12 +19,6 @@ use crate::keys::Keys;
 use crate::replicas::Acked;
 use crate::scripts::{ACQUIRE, ALL, BREAK, EXTEND, FENCE_WRITEBACK, LEAVE, PEEK, RELEASE};
 
-/// The run id of the master that last granted with `lock_delay=` (see `lua/prelude.lua`,
-/// `quiet_ms`): not a lock key, as it holds a NUL.
-const EPOCH_KEY: &str = "distlock\0epoch";
-/// Present while a new master's quiet time (`lock_delay=`) runs.
-const QUIET_KEY: &str = "distlock\0quiet";
-
 /// The outcome of one acquire script run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Attempt {
@@ -145,6 +139,8 @@ pub(crate) struct Node {
     wait_ms: u64,
     /// `lock_delay=` in ms (0: none): the quiet time of a master not granted on before.
     lock_delay_ms: u64,
+    /// A Redis Cluster: `lock_delay=`'s keys are per hash slot (`keys::quiet_keys`).
+    cluster: bool,
     label: String,
     /// Set when a call to this node timed out, cleared when it answers: a stalled node is not
     /// waited for again while the others answer (`quorum::gather`).
@@ -419,6 +415,7 @@ impl Node {
             replicas: cfg.replicas,
             wait_ms: ms(cfg.timeout / 2),
             lock_delay_ms: cfg.lock_delay.map_or(0, ms),
+            cluster: cfg.topology == crate::config::Topology::Cluster,
             label: label.to_owned(),
             stalled: Arc::new(AtomicBool::new(false)),
         }
@@ -485,7 +482,8 @@ impl Node {
             .arg(score.map(|s| s.to_string()).unwrap_or_default())
             .arg(floor.map(|f| f.to_string()).unwrap_or_default());
         if self.lock_delay_ms > 0 {
-            call.key(EPOCH_KEY).key(QUIET_KEY).arg(self.lock_delay_ms);
+            let (epoch, quiet) = crate::keys::quiet_keys(&keys.lock, self.cluster);
+            call.key(epoch).key(quiet).arg(self.lock_delay_ms);
         }
         let reply: Value = call.invoke_async(&mut c).await?;
         let items = match reply_items(reply) {

@@ -5,7 +5,7 @@
 //! calls (on a fresh connection `WAIT` would count replicas that never saw the script).
 
 use redis::aio::ConnectionLike;
-use redis::{Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, RedisResult, Value};
+use redis::{Arg, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, RedisResult, Value};
 
 use crate::conn::Conn;
 
@@ -59,6 +59,11 @@ impl Acked {
     }
 }
 
+/// Whether `cmd` is `SCRIPT …`.
+fn is_script_load(cmd: &Cmd) -> bool {
+    matches!(cmd.args_iter().next(), Some(Arg::Simple(a)) if a.eq_ignore_ascii_case(b"SCRIPT"))
+}
+
 /// The error of a write fewer replicas acknowledged than `replicas=` requires.
 pub(crate) fn unacknowledged() -> RedisError {
     RedisError::from((ErrorKind::Client, UNACKNOWLEDGED))
@@ -66,7 +71,9 @@ pub(crate) fn unacknowledged() -> RedisError {
 
 impl ConnectionLike for Acked {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        if self.replicas == 0 {
+        // `SCRIPT LOAD` (redis-rs's `NOSCRIPT` fallback) writes nothing to acknowledge, and a
+        // cluster sends it to every node, which it would not do in a pipeline with `WAIT`.
+        if self.replicas == 0 || is_script_load(cmd) {
             return self.conn.req_packed_command(cmd);
         }
         Box::pin(async move {

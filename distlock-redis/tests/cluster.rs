@@ -2,7 +2,9 @@
 //! a held lock survives its hash slot moving to another primary (every key of the lock moves
 //! with the slot; renewals and the release follow the `MOVED` redirection) and its primary's
 //! failover to the replica (`CLUSTER FAILOVER`) and losing its primary without a word (SIGKILL,
-//! or SIGSTOP with its connections open, while the cluster promotes the replica), and a name
+//! or SIGSTOP with its connections open, while the cluster promotes the replica); `replicas=`
+//! refuses a grant a stalled replica did not acknowledge and `lock_delay=` keeps a promoted
+//! replica quiet; and a name
 //! whose braces would split its keys across slots is refused. The tests that change the
 //! cluster's layout take turns, each once the last change has settled. The conformance suite
 //! runs on the same cluster (tests/conformance.rs).
@@ -189,6 +191,25 @@ async fn replica_of(id: &str) -> u16 {
         .expect("the primary has a replica")
 }
 
+/// The ports of the primary serving `name`'s slot and of its replica.
+async fn serving(name: &str) -> (u16, u16) {
+    let slot: i64 = run(16410, redis::cmd("CLUSTER").arg("KEYSLOT").arg(name)).await;
+    let (masters, owner) = primaries(slot).await;
+    let primary = masters.iter().find(|(m, _)| *m == owner).unwrap().1;
+    (primary, replica_of(&owner).await)
+}
+
+/// Sends `signal` to the cluster node on `port`: what undoes it, when dropped.
+fn signal(signal: &'static str, port: u16) -> Revive {
+    let pid = services(&["pid", &format!("redis-{port}")]);
+    let sent = std::process::Command::new("kill")
+        .args([&format!("-{signal}"), &pid])
+        .status()
+        .unwrap();
+    assert!(sent.success(), "kill -{signal} {pid}");
+    Revive(signal, port)
+}
+
 /// Undoes a signal to a cluster node when dropped: a stalled node resumes, a killed one is
 /// started again (it rejoins as its successor's replica). Never panics: it may run while a
 /// failed test unwinds.
@@ -227,10 +248,7 @@ enum Loss {
 /// Takes away the primary serving `name`, once its replica holds `name`'s key: the replica's
 /// port, once it is the primary, and what brings the old one back.
 async fn lose_primary(name: &str, loss: Loss) -> (u16, Option<Revive>) {
-    let slot: i64 = run(16410, redis::cmd("CLUSTER").arg("KEYSLOT").arg(name)).await;
-    let (masters, owner) = primaries(slot).await;
-    let old = masters.iter().find(|(m, _)| *m == owner).unwrap().1;
-    let replica = replica_of(&owner).await;
+    let (old, replica) = serving(name).await;
     let mut on_replica = raw(replica).await;
     let _: () = redis::cmd("READONLY")
         .query_async(&mut on_replica)
@@ -255,15 +273,7 @@ async fn lose_primary(name: &str, loss: Loss) -> (u16, Option<Revive>) {
             let _: () = run(replica, redis::cmd("CLUSTER").arg("FAILOVER")).await;
             None
         }
-        Loss::Signal(signal) => {
-            let pid = services(&["pid", &format!("redis-{old}")]);
-            let sent = std::process::Command::new("kill")
-                .args([&format!("-{signal}"), &pid])
-                .status()
-                .unwrap();
-            assert!(sent.success(), "kill -{signal} {pid}");
-            Some(Revive(signal, old))
-        }
+        Loss::Signal(how) => Some(signal(how, old)),
     };
     loop {
         let role: Value = run(replica, &mut redis::cmd("ROLE")).await;
@@ -358,6 +368,84 @@ async fn a_held_lock_survives_its_primary_killed() {
 async fn a_held_lock_survives_its_primary_stalled() {
     let ttl = Duration::from_secs(10);
     a_held_lock_survives_losing_its_primary(Loss::Signal("STOP"), ttl, ttl * 4 / 5).await;
+}
+
+/// `replicas=1`: `WAIT` goes with the script to the lock's primary and counts its replica, so
+/// with the replica stalled a grant is given back and reported unavailable, while a client
+/// without the option is granted the name at once.
+#[tokio::test]
+async fn a_grant_the_replica_did_not_acknowledge_is_refused() {
+    let _turn = layout_turn().await;
+    let acked = connect_or_explain(&format!("{}?replicas=1&timeout=2s", cluster_url())).await;
+    let name = unique("cluster-wait");
+    let opts = AcquireOptions::new()
+        .ttl(Duration::from_secs(5))
+        .wait(Duration::from_secs(2));
+    // A primary without distlock's scripts (a promoted replica has none): redis-rs's `SCRIPT
+    // LOAD` fallback must reach it, not ride with `WAIT` to a random node.
+    let (primary, replica) = serving(&name).await;
+    let _: () = run(primary, redis::cmd("SCRIPT").arg("FLUSH")).await;
+    let g = acked.acquire(&name, &opts).await.unwrap();
+    g.release().await.unwrap();
+    let _revive = signal("STOP", replica);
+    let e = acked
+        .acquire(&name, &opts)
+        .await
+        .expect_err("a grant no replica acknowledged was handed out");
+    assert!(
+        matches!(e, LockError::Unavailable { .. }) && e.to_string().contains("replica"),
+        "{e}"
+    );
+    // Given back, and out of the queue, by the time the error is returned.
+    let left: i64 = run(
+        primary,
+        redis::cmd("EXISTS").arg(&name).arg(aux_key(&name, "queue")),
+    )
+    .await;
+    assert_eq!(
+        left, 0,
+        "the refused acquisition left its grant or queue entry"
+    );
+    let plain = connect_or_explain(&cluster_url()).await;
+    let quick = AcquireOptions::new().wait(Duration::ZERO);
+    let g = plain.try_acquire(&name, &quick).await.unwrap();
+    g.expect("the name is free without replicas=")
+        .release()
+        .await
+        .unwrap();
+}
+
+/// `lock_delay=`: a promoted replica grants nothing in the lock's slot until the delay has run
+/// from its first acquisition there, though the name is free (a client without the option is
+/// granted it at once).
+#[tokio::test]
+async fn lock_delay_keeps_a_promoted_replica_quiet() {
+    const DELAY: Duration = Duration::from_secs(4);
+    let _turn = layout_turn().await;
+    let delayed = connect_or_explain(&format!("{}?lock_delay=4s", cluster_url())).await;
+    let name = unique("cluster-delay");
+    let opts = AcquireOptions::new()
+        .ttl(Duration::from_secs(2))
+        .wait(DELAY * 3);
+    // The first grant in a slot of a primary not granted on before waits the delay too.
+    let g = delayed.acquire(&name, &opts).await.unwrap();
+    lose_primary(&name, Loss::Failover).await;
+    let promoted = std::time::Instant::now();
+    g.release().await.unwrap();
+    let plain = connect_or_explain(&cluster_url()).await;
+    let quick = AcquireOptions::new().wait(Duration::ZERO);
+    let g = plain.try_acquire(&name, &quick).await.unwrap();
+    g.expect("the name is free without lock_delay=")
+        .release()
+        .await
+        .unwrap();
+    let g = delayed.acquire(&name, &opts).await.unwrap();
+    let after = promoted.elapsed();
+    assert!(
+        after >= DELAY,
+        "granted {after:?} after the promotion, inside the {DELAY:?} delay"
+    );
+    g.release().await.unwrap();
 }
 
 #[tokio::test]
