@@ -5,7 +5,7 @@
 //! paused process, a blackholed route) only times out, and the connection keeps sending the
 //! slot's commands there after the cluster has promoted the replica. So while the node's last
 //! call timed out, a task replaces the connection every [`POLL`] with a new one from the first
-//! seed to answer, which reads the slot map afresh; until the cluster has failed over, the new
+//! seed to answer (`node::cluster_conn`), which reads the slot map afresh; until the cluster has failed over, the new
 //! one times out too and is replaced again.
 
 use tokio::task::JoinHandle;
@@ -22,16 +22,7 @@ pub(crate) fn follow(cfg: RedisConfig, label: String, node: Node) -> JoinHandle<
             if !node.is_stalled() {
                 continue;
             }
-            // One connection per seed, raced: a connection waits for every seed it was given,
-            // and the stalled node may be one of them.
-            let fresh = cfg
-                .nodes
-                .iter()
-                .map(|seed| Box::pin(cluster_conn(&cfg, std::slice::from_ref(seed), &label)));
-            match futures::future::select_ok(fresh)
-                .await
-                .map(|(conn, _)| conn)
-            {
+            match cluster_conn(&cfg, &label).await {
                 Ok(conn) => {
                     tracing::info!(backend = %label, "Redis Cluster: a call timed out; reading the slot map afresh");
                     node.reconnect(conn);

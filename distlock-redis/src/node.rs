@@ -215,18 +215,33 @@ impl Drop for MarkIfAbandoned<'_> {
     }
 }
 
-/// A connection to the cluster through `seeds`, which reads the slot map from them; within
+/// A connection to the cluster through the first of `cfg`'s seeds to read the slot map: one
+/// client per seed, raced, since a client waits for every seed it was given and a stalled one
+/// (a paused node, a blackholed route) would hold it up for `cfg.timeout`. Within
 /// `cfg.timeout` twice over.
 pub(crate) async fn cluster_conn(
     cfg: &RedisConfig,
-    seeds: &[HostPort],
     label: &str,
 ) -> Result<ClusterConnection, LockError> {
-    let urls: Vec<String> = seeds.iter().map(|a| cfg.server_url(a)).collect();
+    let tries = cfg
+        .nodes
+        .iter()
+        .map(|seed| Box::pin(seed_conn(cfg, seed, label)));
+    futures::future::select_ok(tries)
+        .await
+        .map(|(conn, _)| conn)
+}
+
+/// A cluster connection through the one seed `seed`.
+async fn seed_conn(
+    cfg: &RedisConfig,
+    seed: &HostPort,
+    label: &str,
+) -> Result<ClusterConnection, LockError> {
     let bad = |e: RedisError| {
-        LockError::invalid_config(format!("{label}: bad cluster nodes: {:?}", e.kind()))
+        LockError::invalid_config(format!("{label}: bad cluster node {seed}: {:?}", e.kind()))
     };
-    let cluster = redis::cluster::ClusterClientBuilder::new(urls)
+    let cluster = redis::cluster::ClusterClientBuilder::new([cfg.server_url(seed)])
         .connection_timeout(cfg.timeout)
         .response_timeout(cfg.timeout)
         .build()
@@ -302,7 +317,7 @@ impl Node {
             cfg,
             label,
             Endpoint {
-                conn: Conn::Cluster(cluster_conn(cfg, &cfg.nodes, label).await?),
+                conn: Conn::Cluster(cluster_conn(cfg, label).await?),
                 client: client(cfg, &cfg.nodes[0], label)?,
                 addr: format!("cluster {}", hosts.join(",")),
                 policy_checked: Arc::new(OnceCell::new()),

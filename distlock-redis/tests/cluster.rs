@@ -465,3 +465,32 @@ async fn a_name_whose_braces_split_its_keys_is_refused() {
     let g = lock.try_acquire(&name, &opts).await.unwrap();
     g.expect("a free name").release().await.unwrap();
 }
+
+/// A seed that accepts connections and answers nothing (a stalled node, a blackholed route)
+/// holds up neither `connect` nor the first acquisition: the seeds are asked at once and the
+/// first to read the slot map wins.
+#[tokio::test]
+async fn a_stalled_seed_holds_up_no_connect() {
+    let stalled = distlock_core::fault::FaultProxy::start(([127, 0, 0, 1], 16410).into())
+        .await
+        .unwrap();
+    stalled.blackhole();
+    let url = format!(
+        "redis+cluster://{},127.0.0.1:16411,127.0.0.1:16412?timeout=5s",
+        stalled.addr()
+    );
+    let started = std::time::Instant::now();
+    let lock = connect_or_explain(&url).await;
+    let name = unique("cluster-stalled-seed");
+    let g = lock
+        .try_acquire(&name, &AcquireOptions::new())
+        .await
+        .unwrap()
+        .expect("a free name");
+    let took = started.elapsed();
+    g.release().await.unwrap();
+    assert!(
+        took < Duration::from_secs(2),
+        "connect and a try took {took:?} with one seed stalled (timeout 5 s)"
+    );
+}
