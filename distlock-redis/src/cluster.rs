@@ -5,8 +5,8 @@
 //! paused process, a blackholed route) only times out, and the connection keeps sending the
 //! slot's commands there after the cluster has promoted the replica. So while the node's last
 //! call timed out, a task replaces the connection every [`POLL`] with a new one from the first
-//! seed to answer (`node::cluster_conn`), which reads the slot map afresh; until the cluster has failed over, the new
-//! one times out too and is replaced again.
+//! seed to answer (`node::cluster_conn`), which reads the slot map afresh; until the cluster
+//! has failed over, the new one times out too and is replaced again.
 
 use tokio::task::JoinHandle;
 

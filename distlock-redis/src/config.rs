@@ -21,14 +21,16 @@
 //! * `replicas=N` (single, Sentinel or Cluster): a grant or renewal counts only once `N` replicas have
 //!   acknowledged it (`WAIT N timeout` in the same pipeline as the script); one acknowledged
 //!   by fewer is given back and reported as [`LockError::Unavailable`]. It keeps a lock from
-//!   being lost by a failover that promotes a replica the grant had not reached.
+//!   being lost by a failover that promotes a replica the grant had not reached. `WAIT` holds
+//!   up the connection it goes on: while a replica lags, other calls to that master wait too.
 //! * `lock_delay=DUR` (single, Sentinel or Cluster): a master distlock has not granted on before (a
 //!   promoted replica, or a restarted server that lost its data) grants nothing for `DUR`
 //!   (make it at least the longest lease in use), so a holder whose grant the failover lost
 //!   has run out of lease before anyone else is granted. Recorded in the server's keys
 //!   `distlock\0epoch` (its run id) and `distlock\0quiet`; the first lock on a fresh server
 //!   waits `DUR` too. On a cluster the record is per hash slot (`keys.rs`): the first grant in
-//!   each slot on a primary not granted on before waits `DUR`.
+//!   each slot on a primary not granted on before (a promoted replica, a resharded slot's new
+//!   primary) waits `DUR`.
 //! * `prefix=…`: prepended to every lock name to form its key (default empty). It must not
 //!   contain a NUL byte: distlock's own keys beside a lock are told apart from lock keys by one
 //!   (see the crate's key layout).
@@ -276,6 +278,9 @@ impl RedisConfig {
                      redis+sentinel://, redis+cluster://): Redlock's masters are independent, without replicas",
                 ))
             }
+            Topology::Cluster if n == 0 => Err(LockError::invalid_config(
+                "redis+cluster:// needs at least one seed node",
+            )),
             Topology::Cluster if self.db != 0 => Err(LockError::invalid_config(
                 "a Redis Cluster has database 0 only",
             )),

@@ -4,7 +4,9 @@
 
 use redis::aio::{ConnectionLike, ConnectionManager};
 use redis::cluster_async::ClusterConnection;
-use redis::{Cmd, Pipeline, RedisFuture, Value};
+use redis::{Cmd, Pipeline, RedisFuture, RedisResult, Value};
+
+use crate::scripts::{eval_instead, is_noscript};
 
 /// Where a node's commands go.
 #[derive(Clone)]
@@ -13,12 +15,26 @@ pub(crate) enum Conn {
     Cluster(ClusterConnection),
 }
 
-impl ConnectionLike for Conn {
-    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+impl Conn {
+    async fn send(&mut self, cmd: &Cmd) -> RedisResult<Value> {
         match self {
-            Conn::Server(c) => c.req_packed_command(cmd),
-            Conn::Cluster(c) => c.req_packed_command(cmd),
+            Conn::Server(c) => c.req_packed_command(cmd).await,
+            Conn::Cluster(c) => c.req_packed_command(cmd).await,
         }
+    }
+}
+
+impl ConnectionLike for Conn {
+    /// A script the server lacks is run from its source (`scripts::eval_instead`), so
+    /// redis-rs never falls back to `SCRIPT LOAD`.
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        Box::pin(async move {
+            let reply = self.send(cmd).await;
+            match eval_instead(cmd) {
+                Some(eval) if is_noscript(&reply) => self.send(&eval).await,
+                _ => reply,
+            }
+        })
     }
 
     fn req_packed_commands<'a>(

@@ -216,20 +216,37 @@ impl Drop for MarkIfAbandoned<'_> {
 }
 
 /// A connection to the cluster through the first of `cfg`'s seeds to read the slot map: one
-/// client per seed, raced, since a client waits for every seed it was given and a stalled one
-/// (a paused node, a blackholed route) would hold it up for `cfg.timeout`. Within
+/// client per seed, raced, since a client waits for every seed it was given and a seed
+/// address that answers nothing (a blackholed route) would hold it up for `cfg.timeout`.
+/// (Once it has the slot map, redis-rs connects to every node in it, so a stalled *member*
+/// still costs up to `cfg.timeout`.) When no seed answers: the first error that is not
+/// `Unavailable` (a refused password says more than a timeout), else the last. Within
 /// `cfg.timeout` twice over.
 pub(crate) async fn cluster_conn(
     cfg: &RedisConfig,
     label: &str,
 ) -> Result<ClusterConnection, LockError> {
-    let tries = cfg
+    let mut tries: futures::stream::FuturesUnordered<_> = cfg
         .nodes
         .iter()
-        .map(|seed| Box::pin(seed_conn(cfg, seed, label)));
-    futures::future::select_ok(tries)
-        .await
-        .map(|(conn, _)| conn)
+        .map(|seed| seed_conn(cfg, seed, label))
+        .collect();
+    let mut errors = Vec::new();
+    while let Some(tried) = futures::StreamExt::next(&mut tries).await {
+        match tried {
+            Ok(conn) => return Ok(conn),
+            Err(e) => errors.push(e),
+        }
+    }
+    let telling = errors
+        .iter()
+        .position(|e| !matches!(e, LockError::Unavailable { .. }))
+        .unwrap_or(errors.len().saturating_sub(1));
+    Err(if errors.is_empty() {
+        LockError::invalid_config(format!("{label}: no cluster nodes"))
+    } else {
+        errors.swap_remove(telling)
+    })
 }
 
 /// A cluster connection through the one seed `seed`.

@@ -5,9 +5,10 @@
 //! calls (on a fresh connection `WAIT` would count replicas that never saw the script).
 
 use redis::aio::ConnectionLike;
-use redis::{Arg, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, RedisResult, Value};
+use redis::{Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, RedisResult, Value};
 
 use crate::conn::Conn;
+use crate::scripts::{eval_instead, is_noscript};
 
 /// The description of [`Acked::check`]'s error (`error.rs` makes it `Unavailable`).
 pub(crate) const UNACKNOWLEDGED: &str = "not acknowledged by enough replicas";
@@ -59,9 +60,21 @@ impl Acked {
     }
 }
 
-/// Whether `cmd` is `SCRIPT …`.
-fn is_script_load(cmd: &Cmd) -> bool {
-    matches!(cmd.args_iter().next(), Some(Arg::Simple(a)) if a.eq_ignore_ascii_case(b"SCRIPT"))
+impl Acked {
+    /// `cmd` and `WAIT` in one pipeline: `cmd`'s reply, the count kept.
+    async fn with_wait(&mut self, cmd: &Cmd) -> RedisResult<Value> {
+        let mut pipe = redis::pipe();
+        pipe.add_command(cmd.clone())
+            .cmd("WAIT")
+            .arg(self.replicas)
+            .arg(self.timeout_ms);
+        let mut replies = self.conn.req_packed_commands(&pipe, 0, 2).await?;
+        self.acks = match replies.pop() {
+            Some(Value::Int(n)) => Some(n),
+            _ => None,
+        };
+        replies.pop().unwrap_or(Value::Nil).extract_error()
+    }
 }
 
 /// The error of a write fewer replicas acknowledged than `replicas=` requires.
@@ -71,24 +84,15 @@ pub(crate) fn unacknowledged() -> RedisError {
 
 impl ConnectionLike for Acked {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        // `SCRIPT LOAD` (redis-rs's `NOSCRIPT` fallback) writes nothing to acknowledge, and a
-        // cluster sends it to every node, which it would not do in a pipeline with `WAIT`.
-        if self.replicas == 0 || is_script_load(cmd) {
+        if self.replicas == 0 {
             return self.conn.req_packed_command(cmd);
         }
         Box::pin(async move {
-            let mut pipe = redis::pipe();
-            pipe.add_command(cmd.clone())
-                .cmd("WAIT")
-                .arg(self.replicas)
-                .arg(self.timeout_ms);
-            let mut replies = self.conn.req_packed_commands(&pipe, 0, 2).await?;
-            let wait = replies.pop();
-            self.acks = match wait {
-                Some(Value::Int(n)) => Some(n),
-                _ => None,
-            };
-            replies.pop().unwrap_or(Value::Nil).extract_error()
+            let reply = self.with_wait(cmd).await;
+            match eval_instead(cmd) {
+                Some(eval) if is_noscript(&reply) => self.with_wait(&eval).await,
+                _ => reply,
+            }
         })
     }
 

@@ -1,11 +1,13 @@
-//! The Lua scripts, loaded at connect and run by `EVALSHA` (redis-rs falls back to
-//! `SCRIPT LOAD` + `EVALSHA` on `NOSCRIPT`, e.g. after `SCRIPT FLUSH` or a restart). Each `.lua`
+//! The Lua scripts, loaded at connect and run by `EVALSHA`; a server without one (after
+//! `SCRIPT FLUSH`, a restart, on a promoted replica) runs it by `EVAL` from its source
+//! ([`eval_instead`]). Each `.lua`
 //! file states the invariant it keeps; `prelude.lua` (the type and shape checks every script
 //! makes before it writes) is prepended to each.
 
+use std::collections::HashMap;
 use std::sync::LazyLock;
 
-use redis::Script;
+use redis::{Arg, Cmd, ErrorKind, RedisResult, Script, ServerErrorKind, Value};
 
 /// A script's source with `prelude.lua` in front of it.
 macro_rules! with_prelude {
@@ -85,3 +87,66 @@ pub(crate) const ALL: [&str; 12] = [
     PERMIT_LEAVE_LUA,
     PERMIT_PEEK_LUA,
 ];
+
+/// `cmd` as `EVAL` of the source, when it is an `EVALSHA` of one of [`ALL`]: what a server
+/// that lacks the script runs instead (`conn.rs`, `replicas.rs`). One call, routed by the
+/// script's keys like the `EVALSHA`, where redis-rs's own fallback sends `SCRIPT LOAD` to every
+/// node of a cluster — and fails while any one of them is stalled or down.
+pub(crate) fn eval_instead(cmd: &Cmd) -> Option<Cmd> {
+    static SOURCES: LazyLock<HashMap<String, &'static str>> = LazyLock::new(|| {
+        ALL.iter()
+            .map(|s| (Script::new(s).get_hash().to_owned(), *s))
+            .collect()
+    });
+    let mut args = cmd.args_iter().map(|a| match a {
+        Arg::Simple(a) => Some(a),
+        _ => None,
+    });
+    if !args.next()??.eq_ignore_ascii_case(b"EVALSHA") {
+        return None;
+    }
+    let source = SOURCES.get(std::str::from_utf8(args.next()??).ok()?)?;
+    let mut eval = redis::cmd("EVAL");
+    eval.arg(*source);
+    for a in args {
+        eval.arg(a?);
+    }
+    Some(eval)
+}
+
+/// Whether `reply` is a server's `NOSCRIPT` (an error, or an error value: redis-rs returns
+/// either, by connection type).
+pub(crate) fn is_noscript(reply: &RedisResult<Value>) -> bool {
+    match reply {
+        Err(e) => e.kind() == ErrorKind::Server(ServerErrorKind::NoScript),
+        Ok(Value::ServerError(e)) => e.kind() == Some(ServerErrorKind::NoScript),
+        Ok(_) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_evalsha_of_ours_becomes_an_eval_of_its_source() {
+        let hash = ACQUIRE.get_hash();
+        let mut sha = redis::cmd("EVALSHA");
+        sha.arg(hash).arg(1).arg("k").arg("v");
+        let eval = eval_instead(&sha).expect("one of ours");
+        let args: Vec<Vec<u8>> = eval
+            .args_iter()
+            .map(|a| match a {
+                Arg::Simple(a) => a.to_vec(),
+                _ => Vec::new(),
+            })
+            .collect();
+        assert_eq!(args[0], b"EVAL");
+        assert_eq!(args[1], ACQUIRE_LUA.as_bytes());
+        assert_eq!(&args[2..], [b"1".to_vec(), b"k".to_vec(), b"v".to_vec()]);
+        let mut other = redis::cmd("EVALSHA");
+        other.arg("0".repeat(40)).arg(0);
+        assert!(eval_instead(&other).is_none());
+        assert!(eval_instead(&redis::cmd("GET")).is_none());
+    }
+}

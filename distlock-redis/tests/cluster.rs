@@ -448,6 +448,24 @@ async fn lock_delay_keeps_a_promoted_replica_quiet() {
     g.release().await.unwrap();
 }
 
+/// A primary without distlock's scripts (a promoted replica has none; `SCRIPT FLUSH` empties
+/// one) is given the one a call needs with that call, even while another node is stalled:
+/// redis-rs's own fallback sends `SCRIPT LOAD` to every node and fails on the stalled one.
+#[tokio::test]
+async fn a_missing_script_is_run_while_another_node_is_stalled() {
+    let _turn = layout_turn().await;
+    let lock = connect_or_explain(&format!("{}?timeout=2s", cluster_url())).await;
+    let name = unique("cluster-noscript");
+    let (primary, replica) = serving(&name).await;
+    let _revive = signal("STOP", replica);
+    let _: () = run(primary, redis::cmd("SCRIPT").arg("FLUSH")).await;
+    let opts = AcquireOptions::new()
+        .ttl(Duration::from_secs(5))
+        .wait(Duration::ZERO);
+    let g = lock.try_acquire(&name, &opts).await.unwrap();
+    g.expect("a free name").release().await.unwrap();
+}
+
 #[tokio::test]
 async fn a_name_whose_braces_split_its_keys_is_refused() {
     let _turn = layout_turn().await;
@@ -466,11 +484,12 @@ async fn a_name_whose_braces_split_its_keys_is_refused() {
     g.expect("a free name").release().await.unwrap();
 }
 
-/// A seed that accepts connections and answers nothing (a stalled node, a blackholed route)
-/// holds up neither `connect` nor the first acquisition: the seeds are asked at once and the
-/// first to read the slot map wins.
+/// A seed address that accepts connections and answers nothing (a blackholed route) holds up
+/// neither `connect` nor the first acquisition: the seeds are asked at once and the first to
+/// read the slot map wins.
 #[tokio::test]
 async fn a_stalled_seed_holds_up_no_connect() {
+    let _turn = layout_turn().await;
     let stalled = distlock_core::fault::FaultProxy::start(([127, 0, 0, 1], 16410).into())
         .await
         .unwrap();
