@@ -30,9 +30,9 @@ impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
             let reply = self.send(cmd).await;
-            match eval_instead(cmd) {
-                Some(eval) if is_noscript(&reply) => self.send(&eval).await,
-                _ => reply,
+            match is_noscript(&reply).then(|| eval_instead(cmd)).flatten() {
+                Some(eval) => self.send(&eval).await,
+                None => reply,
             }
         })
     }

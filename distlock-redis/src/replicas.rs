@@ -89,9 +89,9 @@ impl ConnectionLike for Acked {
         }
         Box::pin(async move {
             let reply = self.with_wait(cmd).await;
-            match eval_instead(cmd) {
-                Some(eval) if is_noscript(&reply) => self.with_wait(&eval).await,
-                _ => reply,
+            match is_noscript(&reply).then(|| eval_instead(cmd)).flatten() {
+                Some(eval) => self.with_wait(&eval).await,
+                None => reply,
             }
         })
     }
