@@ -12,15 +12,13 @@
 //! # Ok(()) }
 //! ```
 
-use std::sync::LazyLock;
-
 pub use distlock_core::fence::{FenceError, Stale};
 
 /// Compares `ARGV[2]` (the token, decimal) with the one in `KEYS[2]` as numbers of any size;
 /// writes both keys unless it is lower. Returns `{1, token}` when written, `{0, seen}` when not.
-static SET: LazyLock<redis::Script> = LazyLock::new(|| {
-    redis::Script::new(
-        r"
+/// Sent whole by `EVAL` (it is short): a server never lacks it, where redis-rs's fallback for
+/// `EVALSHA`, `SCRIPT LOAD` to every node of a cluster, fails while any node is down.
+const SET: &str = r"
 local seen = redis.call('GET', KEYS[2]) or '0'
 local token = ARGV[2]
 if #token < #seen or (#token == #seen and token < seen) then
@@ -29,9 +27,7 @@ end
 redis.call('SET', KEYS[2], token)
 redis.call('SET', KEYS[1], ARGV[1])
 return {1, token}
-",
-    )
-});
+";
 
 /// The companion key that holds `key`'s highest accepted token: `<key>:fence` when `key` has a
 /// hash tag (`{…}`, which then places both), `{<key>}:fence` otherwise (the whole key is the tag).
@@ -60,12 +56,14 @@ where
     C: redis::aio::ConnectionLike,
     V: redis::ToRedisArgs,
 {
-    let (written, seen): (u8, String) = SET
-        .key(key)
-        .key(fence_key(key))
+    let (written, seen): (u8, String) = redis::cmd("EVAL")
+        .arg(SET)
+        .arg(2)
+        .arg(key)
+        .arg(fence_key(key))
         .arg(value)
         .arg(token.to_string())
-        .invoke_async(conn)
+        .query_async(conn)
         .await
         .map_err(FenceError::Store)?;
     if written == 1 {

@@ -3,8 +3,8 @@
 //! # Single instance (`redis://host:port/db?prefix=…`)
 //! Acquire is ONE round trip: a Lua script sets `prefix + name` to a 128-bit random token with
 //! the lease as expiry (only if the key does not exist, as `SET NX PX` would) and draws the
-//! fencing token in the same script. Release and extend are token-checked scripts (`EVALSHA`,
-//! with redis-rs's `NOSCRIPT` fallback); release also `PUBLISH`es the next waiter's token. The
+//! fencing token in the same script. Release and extend are token-checked scripts (`EVALSHA`;
+//! a server that lacks one runs it by `EVAL` of its source); release also `PUBLISH`es the next waiter's token. The
 //! default prefix is empty, so a redis-py `Lock(name)` and distlock exclude each other on the
 //! same key. distlock's own keys beside it (`{key}\0fence`, `{key}\0queue`, `{key}\0qexp`)
 //! contain a NUL byte, which no name or prefix may, so no lock's key is ever another lock's

@@ -295,7 +295,7 @@ impl Node {
         let node = Self::lazy_at(cfg, addr, label)?;
         let mut c = node.conn();
         // One round trip checks the node, loads every script (so the first EVALSHA of a lock
-        // call does not pay NOSCRIPT + SCRIPT LOAD + retry: three round trips on a slow link)
+        // call does not pay NOSCRIPT + EVAL: two round trips on a slow link)
         // and reads the eviction policy (a refused CONFIG must not fail the rest).
         let mut load = redis::pipe();
         for s in ALL {

@@ -61,13 +61,14 @@ impl Acked {
 }
 
 impl Acked {
-    /// `cmd` and `WAIT` in one pipeline: `cmd`'s reply, the count kept.
-    async fn with_wait(&mut self, cmd: &Cmd) -> RedisResult<Value> {
+    /// `cmd` and `WAIT` (bounded by `wait_ms`, never 0: that waits for ever) in one pipeline:
+    /// `cmd`'s reply, the count kept.
+    async fn with_wait(&mut self, cmd: &Cmd, wait_ms: u64) -> RedisResult<Value> {
         let mut pipe = redis::pipe();
         pipe.add_command(cmd.clone())
             .cmd("WAIT")
             .arg(self.replicas)
-            .arg(self.timeout_ms);
+            .arg(wait_ms);
         let mut replies = self.conn.req_packed_commands(&pipe, 0, 2).await?;
         self.acks = match replies.pop() {
             Some(Value::Int(n)) => Some(n),
@@ -88,9 +89,16 @@ impl ConnectionLike for Acked {
             return self.conn.req_packed_command(cmd);
         }
         Box::pin(async move {
-            let reply = self.with_wait(cmd).await;
+            let started = std::time::Instant::now();
+            let reply = self.with_wait(cmd, self.timeout_ms).await;
             match is_noscript(&reply).then(|| eval_instead(cmd)).flatten() {
-                Some(eval) => self.with_wait(&eval).await,
+                // The first `WAIT` may have taken its whole bound (a promoted replica has no
+                // replicas yet): the second gets what is left, so the call stays within it.
+                Some(eval) => {
+                    let spent = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+                    let left = self.timeout_ms.saturating_sub(spent).max(1);
+                    self.with_wait(&eval, left).await
+                }
                 None => reply,
             }
         })

@@ -290,3 +290,35 @@ async fn lock_delay_keeps_a_new_master_quiet_until_the_old_lease_is_over() {
     );
     assert!(b_guard.fencing_token() > a_guard.fencing_token());
 }
+
+/// `replicas=1` on a master that lacks distlock's scripts (a promoted replica has none) while
+/// replication lags: the `EVALSHA` that meets `NOSCRIPT` goes with a `WAIT` that takes its whole
+/// bound, and the `EVAL` that follows gets only what is left, so the refusal comes within the
+/// call's bound (a refusal, its grant given back) rather than as a timeout that leaves the grant.
+#[tokio::test]
+async fn a_missing_script_costs_no_second_wait() {
+    let set = SentinelSet::start().await;
+    let url = set.url("?replicas=1&timeout=2s");
+    let a = connect_or_explain(&url).await;
+    let name = unique("sentinel-noscript");
+    take_and_release(&*a, &name).await;
+    let master = set.master().await;
+    set.hold_replication();
+    // An unacknowledged write on the connection, so that every `WAIT` after it blocks.
+    let first = a.try_acquire(&name, &opts(Duration::ZERO)).await;
+    assert!(first.is_err(), "granted without a replica: {first:?}");
+    let _: () = run(master, redis::cmd("SCRIPT").arg("FLUSH")).await;
+    let started = Instant::now();
+    let e = a
+        .try_acquire(&name, &opts(Duration::ZERO))
+        .await
+        .expect_err("granted without a replica");
+    assert!(
+        matches!(e, LockError::Unavailable { .. }) && e.to_string().contains("replica"),
+        "not the refusal, after {:?}: {e}",
+        started.elapsed()
+    );
+    let left: i64 = run(master, redis::cmd("EXISTS").arg(&name)).await;
+    assert_eq!(left, 0, "the refused grant was left on the master");
+    set.drop_replication();
+}
